@@ -1,0 +1,144 @@
+"""archiver's own settings, read from ARCHIVER_* environment variables.
+
+Every value is validated by pydantic once; a bad value raises ConfigError naming the
+variable and what it expected, so the daemon refuses to start instead of misbehaving.
+Library code calls `get()` at run time, never at import time.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from archiver.errors import ConfigError
+
+CRAWLER_VERSION = "0.1.0"
+
+ENV = {
+    "data_dir": "ARCHIVER_DATA_DIR",
+    "database_url": "ARCHIVER_DATABASE_URL",
+    "redis_url": "ARCHIVER_REDIS_URL",
+    "launcher": "ARCHIVER_LAUNCHER",
+    "crawler_image": "ARCHIVER_CRAWLER_IMAGE",
+    "max_concurrent_crawls": "ARCHIVER_MAX_CONCURRENT_CRAWLS",
+    "lease_seconds": "ARCHIVER_LEASE_SECONDS",
+    "poll_interval": "ARCHIVER_POLL_INTERVAL",
+    "stall_minutes": "ARCHIVER_STALL_MINUTES",
+    "pause_limit": "ARCHIVER_PAUSE_LIMIT",
+    "retention_days": "ARCHIVER_RETENTION_DAYS",
+    "disk_threshold_percent": "ARCHIVER_DISK_THRESHOLD",
+    "max_launch_attempts": "ARCHIVER_MAX_LAUNCH_ATTEMPTS",
+    "webhook_allow_hosts": "ARCHIVER_WEBHOOK_ALLOW_HOSTS",
+    "webhook_allow_domains": "ARCHIVER_WEBHOOK_ALLOW_DOMAINS",
+    "instance_id": "ARCHIVER_INSTANCE_ID",
+}
+
+
+def default_crawler_image() -> str:
+    return f"archiver/crawler:{CRAWLER_VERSION}"
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    data_dir: Path = Path("data")
+    database_url: str | None = None
+    redis_url: str | None = None
+    launcher: Literal["auto", "docker", "local"] = "auto"
+    crawler_image: str = Field(default_factory=default_crawler_image, min_length=1)
+    max_concurrent_crawls: int = Field(default=2, ge=1, le=1000)
+    lease_seconds: int = Field(default=30, ge=5, le=3600)
+    poll_interval: float = Field(default=2.0, gt=0, le=300)
+    stall_minutes: float = Field(default=15, gt=0)
+    pause_limit: int = Field(default=7 * 24 * 3600, ge=60, description="seconds")
+    retention_days: float | None = Field(default=None, gt=0)
+    disk_threshold_percent: float = Field(default=90, gt=0, le=100)
+    max_launch_attempts: int = Field(default=5, ge=1, le=100)
+    webhook_allow_hosts: tuple[str, ...] = ()
+    webhook_allow_domains: tuple[str, ...] = ()
+    instance_id: str = Field(default_factory=lambda: os.uname().nodename, min_length=1)
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @field_validator("database_url", "redis_url")
+    @classmethod
+    def _url_scheme(cls, value: str | None, info) -> str | None:
+        if value is None:
+            return None
+        allowed = {
+            "database_url": ("sqlite://", "postgres://", "postgresql://"),
+            "redis_url": ("redis://", "rediss://", "unix://"),
+        }[info.field_name]
+        if not value.startswith(allowed):
+            raise ValueError(f"must start with one of {', '.join(allowed)}")
+        return value
+
+    @field_validator("webhook_allow_hosts", "webhook_allow_domains", mode="before")
+    @classmethod
+    def _split(cls, value):
+        if isinstance(value, str):
+            return tuple(part.strip().lower() for part in value.split(",") if part.strip())
+        return value
+
+    @property
+    def run_dir(self) -> Path:
+        """Sockets, pid files and the embedded Redis's files."""
+        return self.data_dir / "run"
+
+    @property
+    def crawls_dir(self) -> Path:
+        """One folder per crawl, mounted into its crawler containers."""
+        return self.data_dir / "crawls"
+
+    @property
+    def wake_socket(self) -> Path:
+        return self.run_dir / "wake.sock"
+
+
+def parse_duration(text: str) -> int:
+    """`90s`, `30m`, `2h`, `7d` or plain seconds, as whole seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    value = text.strip().lower()
+    factor = units.get(value[-1:], None)
+    number = value[:-1] if factor else value
+    try:
+        seconds = float(number) * (factor or 1)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration (try 90s, 30m, 2h or 7d)") from None
+    if not 0 < seconds < 10 * 365 * 86400:
+        raise ValueError(f"{text!r} is out of range")
+    return int(seconds)
+
+
+def from_environ(environ: dict[str, str] | None = None) -> Settings:
+    environ = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    for field, variable in ENV.items():
+        raw = environ.get(variable)
+        if raw is None or raw == "":
+            continue
+        if field == "pause_limit":
+            try:
+                raw = parse_duration(raw)
+            except ValueError as exc:
+                raise ConfigError(f"{variable}: {exc}") from None
+        values[field] = raw
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        variable = ENV.get(str(error["loc"][0]), str(error["loc"][0])) if error["loc"] else "?"
+        raise ConfigError(f"{variable}: {error['msg']} (got {environ.get(variable)!r})") from None
+
+
+@functools.cache
+def get() -> Settings:
+    """The settings of this process, validated once."""
+    return from_environ()

@@ -1,0 +1,41 @@
+"""archiver's exception tree. Code catches these, never bare Exception, at item boundaries."""
+
+
+class ArchiverError(Exception):
+    """Base of every error archiver raises on purpose."""
+
+
+class ConfigError(ArchiverError):
+    """A setting or a crawl configuration is invalid; the message names what and why."""
+
+
+class NotAllowed(ArchiverError):
+    """A state transition that the crawl's current state does not allow."""
+
+
+class LeaseLost(ArchiverError):
+    """Our lease on a row expired or was taken over: hands off that row."""
+
+
+class QuotaExceeded(ArchiverError):
+    """An org quota or a crawl limit forbids the requested work."""
+
+
+class LaunchError(ArchiverError):
+    """A crawler instance could not be started.
+
+    `permanent` says whether trying again can help (a missing image can, a refused
+    configuration cannot).
+    """
+
+    def __init__(self, message: str, *, permanent: bool = False):
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class EngineUnavailable(LaunchError):
+    """The Docker engine (or another launcher backend) does not answer right now."""
+
+
+class WebhookRefused(ArchiverError):
+    """A webhook URL or its resolved address is not allowed (SSRF protection)."""

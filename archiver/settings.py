@@ -1,0 +1,140 @@
+"""Django settings. archiver's own options live in archiver.conf (ARCHIVER_* variables)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from archiver import conf
+from archiver.errors import ConfigError
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+try:
+    ARCHIVER = conf.get()
+except ConfigError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+
+DATA_DIR = ARCHIVER.data_dir
+
+
+def _secret_key() -> str:
+    """A per-installation key kept in the data dir, so sessions survive restarts."""
+    if key := os.environ.get("ARCHIVER_SECRET_KEY"):
+        return key
+    path = DATA_DIR / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(50)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(key)
+        return key
+    except FileExistsError:  # pragma: no cover - a concurrent first start won the race
+        return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = os.environ.get("ARCHIVER_DEBUG") == "1"
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"] + [
+    h for h in os.environ.get("ARCHIVER_ALLOWED_HOSTS", "").split(",") if h
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "crawls",
+    "runner",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "archiver.urls"
+WSGI_APPLICATION = "archiver.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "archiver" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict:
+    url = ARCHIVER.database_url or f"sqlite:///{DATA_DIR / 'archiver.sqlite3'}"
+    try:
+        db = dj_database_url.parse(url, conn_max_age=600, conn_health_checks=True)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"ARCHIVER_DATABASE_URL: {exc}") from None
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        Path(db["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        db["CONN_MAX_AGE"] = 0 if db["NAME"] == ":memory:" else None
+        # A daemon, the admin and CLI commands write at once: WAL lets readers run during
+        # writes, IMMEDIATE takes the write lock up front so a transaction never fails on
+        # upgrade, and the busy timeout waits instead of raising "database is locked".
+        db["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": (
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                "PRAGMA busy_timeout=30000; PRAGMA foreign_keys=ON;"
+            ),
+        }
+    return db
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+LOGIN_URL = "admin:login"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s [%(name)s] %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["stderr"], "level": os.environ.get("ARCHIVER_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

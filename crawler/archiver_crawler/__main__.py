@@ -1,0 +1,5 @@
+import sys
+
+from archiver_crawler.cli import main
+
+sys.exit(main())

@@ -1,0 +1,288 @@
+"""Command line and config file parsing, with the real crawler's option names.
+
+Precedence: built-in defaults < config file (`--config`, YAML or JSON, same keys) < command line.
+Anything invalid raises ConfigError, which the entry point turns into exit code 4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from archiver_crawler import __version__
+from archiver_crawler.errors import ConfigError
+
+SCOPE_TYPES = ("page", "page-spa", "prefix", "host", "domain", "any", "custom")
+COLLECTION_RE = re.compile(r"^[\w][\w-]*$")
+DEFAULT_USER_AGENT = f"Mozilla/5.0 (compatible; archiver-crawler/{__version__})"
+
+
+@dataclass(frozen=True)
+class SeedSpec:
+    """One seed as configured: its URL and its own scope settings (None = crawl-wide value)."""
+
+    url: str
+    scope_type: str | None = None
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    depth: int | None = None
+    extra_hops: int | None = None
+
+
+@dataclass
+class CrawlConfig:
+    seeds: list[SeedSpec]
+    scope_type: str | None = None
+    include: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    depth: int = -1
+    extra_hops: int = 0
+    limit: int = 0
+    size_limit: int = 0
+    time_limit: float = 0
+    workers: int = 1
+    collection: str = "crawl"
+    cwd: Path = Path(".")
+    redis_url: str = "redis://localhost:6379/0"
+    crawl_id: str = "crawl"
+    instance_id: str = "localhost"
+    generate_wacz: bool = False
+    write_pages_to_redis: bool = False
+    log_errors_to_redis: bool = False
+    user_agent: str = DEFAULT_USER_AGENT
+    page_load_timeout: float = 90.0
+    disk_utilization: int = 90
+    use_robots: bool = False
+    host_delay: float = 0.0
+    health_check_port: int | None = None
+    restarts_on_error: bool = False
+
+    @property
+    def collection_dir(self) -> Path:
+        return self.cwd / "collections" / self.collection
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so a bad option becomes exit code 4."""
+
+    def error(self, message: str):
+        raise ConfigError(message)
+
+
+# option name -> (config key, type). Booleans are flags on the command line.
+_LIST_OPTIONS = {"seeds": "seeds", "include": "include", "exclude": "exclude"}
+_FLAGS = (
+    "generateWACZ", "writePagesToRedis", "logErrorsToRedis", "headless",
+    "restartsOnError", "useRobots",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="archiver-crawler", add_help=True, allow_abbrev=False,
+                description="HTTP-only crawler speaking browsertrix-crawler's protocol.")
+    S = argparse.SUPPRESS
+    p.add_argument("--seeds", "--url", dest="seeds", action="append", default=S)
+    p.add_argument("--seedFile", default=S)
+    p.add_argument("--scopeType", default=S)
+    p.add_argument("--include", action="append", default=S)
+    p.add_argument("--exclude", action="append", default=S)
+    p.add_argument("--depth", type=int, default=S)
+    p.add_argument("--extraHops", type=int, default=S)
+    p.add_argument("--limit", "--pageLimit", dest="limit", type=int, default=S)
+    p.add_argument("--sizeLimit", type=int, default=S)
+    p.add_argument("--timeLimit", type=float, default=S)
+    p.add_argument("--workers", "-w", type=int, default=S)
+    p.add_argument("--collection", "-c", default=S)
+    p.add_argument("--cwd", default=S)
+    p.add_argument("--redisStoreUrl", default=S)
+    p.add_argument("--crawlId", "--id", dest="crawlId", default=S)
+    p.add_argument("--config", default=S)
+    p.add_argument("--userAgent", default=S)
+    p.add_argument("--pageLoadTimeout", "--timeout", dest="pageLoadTimeout", type=float, default=S)
+    p.add_argument("--diskUtilization", type=int, default=S)
+    p.add_argument("--hostDelay", type=float, default=S,
+                   help="minimum seconds between two requests of this instance to one host")
+    p.add_argument("--healthCheckPort", type=int, default=S)
+    for flag in _FLAGS:
+        p.add_argument(f"--{flag}", action="store_true", default=S)
+    p.add_argument("--version", action="version", version=__version__)
+    return p
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    try:
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(f"config file {path} is not valid YAML/JSON: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of options")
+    known = {a.dest for a in build_parser()._actions} | {"url", "pageLimit", "timeout", "id"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"unknown option(s) in config file {path}: {', '.join(unknown)}")
+    aliases = {"url": "seeds", "pageLimit": "limit", "timeout": "pageLoadTimeout", "id": "crawlId"}
+    return {aliases.get(k, k): v for k, v in data.items()}
+
+
+def parse_args(argv: list[str], env: dict[str, str] | None = None) -> CrawlConfig:
+    env = os.environ if env is None else env
+    if argv and argv[0] == "crawl":  # the real image is run as `crawl --config ...`
+        argv = argv[1:]
+    cli = vars(build_parser().parse_args(argv))
+    options: dict[str, Any] = {}
+    if "config" in cli:
+        options.update(load_config_file(cli["config"]))
+    options.update(cli)
+    return _build_config(options, env)
+
+
+def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
+    seeds = [_seed_spec(s) for s in _as_list(o.get("seeds"), "seeds")]
+    if o.get("seedFile"):
+        seeds += [SeedSpec(url=line.strip()) for line in _read_seed_file(o["seedFile"])
+                  if line.strip() and not line.startswith("#")]
+    if not seeds:
+        raise ConfigError("no seeds: give --seeds/--url, --seedFile or `seeds` in the config file")
+    for seed in seeds:
+        _check_url(seed.url)
+
+    include = [str(r) for r in _as_list(o.get("include"), "include")]
+    exclude = [str(r) for r in _as_list(o.get("exclude"), "exclude")]
+    scope_type = o.get("scopeType")
+    if scope_type is not None and scope_type not in SCOPE_TYPES:
+        raise ConfigError(f"--scopeType must be one of {', '.join(SCOPE_TYPES)}, not {scope_type!r}")
+    for seed in seeds:
+        if seed.scope_type is not None and seed.scope_type not in SCOPE_TYPES:
+            raise ConfigError(f"seed {seed.url}: invalid scopeType {seed.scope_type!r}")
+        for rx in (*seed.include, *seed.exclude):
+            _check_regex(rx)
+    for rx in include + exclude:
+        _check_regex(rx)
+
+    collection = str(o.get("collection") or "crawl-" + _timestamp())
+    if not COLLECTION_RE.match(collection):
+        raise ConfigError(f"--collection {collection!r} must match ^[\\w][\\w-]*$")
+    workers = _int(o, "workers", 1)
+    if workers < 1:
+        raise ConfigError("--workers must be at least 1")
+    disk = _int(o, "diskUtilization", 90)
+    if not 0 <= disk <= 100:
+        raise ConfigError("--diskUtilization is a percentage (0 disables the check)")
+    redis_url = str(o.get("redisStoreUrl") or "redis://localhost:6379/0")
+    if not redis_url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError("--redisStoreUrl must be a redis:// URL")
+
+    return CrawlConfig(
+        seeds=seeds,
+        scope_type=scope_type,
+        include=include,
+        exclude=exclude,
+        depth=_int(o, "depth", -1),
+        extra_hops=_nonneg(o, "extraHops", 0),
+        limit=_nonneg(o, "limit", 0),
+        size_limit=_nonneg(o, "sizeLimit", 0),
+        time_limit=_nonneg(o, "timeLimit", 0, float),
+        workers=workers,
+        collection=collection,
+        cwd=Path(o.get("cwd") or os.getcwd()).resolve(),
+        redis_url=redis_url,
+        crawl_id=str(o.get("crawlId") or env.get("CRAWL_ID") or socket.gethostname()),
+        instance_id=env.get("CRAWLER_HOSTNAME") or socket.gethostname(),
+        generate_wacz=bool(o.get("generateWACZ", False)),
+        write_pages_to_redis=bool(o.get("writePagesToRedis", False)),
+        log_errors_to_redis=bool(o.get("logErrorsToRedis", False)),
+        user_agent=str(o.get("userAgent") or DEFAULT_USER_AGENT),
+        page_load_timeout=_nonneg(o, "pageLoadTimeout", 90.0, float) or 90.0,
+        disk_utilization=disk,
+        use_robots=bool(o.get("useRobots", False)),
+        host_delay=_nonneg(o, "hostDelay", 0.0, float),
+        health_check_port=o.get("healthCheckPort"),
+        restarts_on_error=bool(o.get("restartsOnError", False)),
+    )
+
+
+def _seed_spec(value: Any) -> SeedSpec:
+    if isinstance(value, str):
+        return SeedSpec(url=value)
+    if isinstance(value, dict) and isinstance(value.get("url"), str):
+        return SeedSpec(
+            url=value["url"],
+            scope_type=value.get("scopeType"),
+            include=tuple(_as_list(value.get("include"), "include")),
+            exclude=tuple(_as_list(value.get("exclude"), "exclude")),
+            depth=value.get("depth"),
+            extra_hops=value.get("extraHops"),
+        )
+    raise ConfigError(f"a seed must be a URL or a mapping with `url`, not {value!r}")
+
+
+def _as_list(value: Any, name: str) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (str, dict)):
+        return [value]
+    if isinstance(value, list):
+        return value
+    raise ConfigError(f"`{name}` must be a string or a list")
+
+
+def _read_seed_file(path: str) -> list[str]:
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"cannot read seed file {path}: {exc.strerror}") from exc
+
+
+def _check_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"seed {url!r} is not an http(s) URL")
+
+
+def _check_regex(rx: str) -> None:
+    try:
+        re.compile(rx)
+    except re.error as exc:
+        raise ConfigError(f"invalid regex {rx!r}: {exc}") from exc
+
+
+def _int(o: dict, key: str, default: int) -> int:
+    value = o.get(key, default)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"--{key} must be an integer, not {value!r}") from exc
+
+
+def _nonneg(o: dict, key: str, default, kind=int):
+    value = o.get(key, default)
+    try:
+        number = kind(default if value is None else value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"--{key} must be a number, not {value!r}") from exc
+    if number < 0:
+        raise ConfigError(f"--{key} must not be negative")
+    return number
+
+
+def _timestamp() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).strftime("%Y%m%d%H%M%S")

@@ -1,0 +1,717 @@
+"""archiver's data: orgs, crawls and what they produce, and the rules of their lifecycle.
+
+Commands and the admin write intent into these rows; the runner reads due rows and writes
+back what happened. Every state change is a guarded UPDATE ("set X only from Y", and for
+the runner only with its lease token), so two actors can never both finish a crawl.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from django.db import models, transaction
+from django.db.models import F, Q, Sum
+from django.utils import timezone
+
+from archiver import conf
+from archiver.errors import NotAllowed
+from crawls.config import CrawlConfig, human_size
+from crawls.lease import FAR_FUTURE, LeaseQuerySet, Leased, due_index
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def month_start(now: dt.datetime) -> dt.date:
+    return now.date().replace(day=1)
+
+
+class Org(models.Model):
+    """The owner of crawls, and of the quotas they share. Empty quota = unlimited."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    max_concurrent_crawls = models.PositiveIntegerField(null=True, blank=True)
+    storage_quota_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    exec_minutes_quota = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Crawler execution minutes per calendar month."
+    )
+    max_pages_per_crawl = models.PositiveIntegerField(null=True, blank=True)
+    bytes_stored = models.PositiveBigIntegerField(default=0, help_text="Bytes of archive files kept.")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    def active_crawls(self):
+        return self.crawls.filter(status__in=CrawlStatus.RUNNING_STATES)
+
+    def exec_seconds_in_month(self, now: dt.datetime) -> float:
+        usage = self.usage.filter(month=month_start(now)).first()
+        return usage.exec_seconds if usage else 0.0
+
+    def org_limit_reached(self, running: int) -> bool:
+        return self.max_concurrent_crawls is not None and running >= self.max_concurrent_crawls
+
+    def storage_quota_reached(self, extra_bytes: int = 0) -> bool:
+        """Full when kept bytes plus `extra_bytes` (active crawls' in progress) reach the quota."""
+        return (
+            self.storage_quota_bytes is not None
+            and self.bytes_stored + extra_bytes >= self.storage_quota_bytes
+        )
+
+    def exec_quota_reached(self, now: dt.datetime, extra_seconds: float = 0) -> bool:
+        return (
+            self.exec_minutes_quota is not None
+            and self.exec_seconds_in_month(now) + extra_seconds >= self.exec_minutes_quota * 60
+        )
+
+    def add_exec_seconds(self, now: dt.datetime, seconds: float) -> None:
+        usage, _ = OrgUsage.objects.get_or_create(org=self, month=month_start(now))
+        OrgUsage.objects.filter(pk=usage.pk).update(exec_seconds=F("exec_seconds") + seconds)
+
+    def add_bytes(self, delta: int) -> None:
+        Org.objects.filter(pk=self.pk).update(bytes_stored=models.functions.Greatest(F("bytes_stored") + delta, 0))
+
+
+class OrgUsage(models.Model):
+    """Execution time an org used in one calendar month (UTC)."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="usage")
+    month = models.DateField(help_text="First day of the month.")
+    exec_seconds = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "month"], name="orgusage_once_per_month")]
+
+
+class CrawlStatus(models.TextChoices):
+    QUEUED = "queued"  # waiting for a runner to claim it
+    STARTING = "starting"  # claimed; its instances are being launched
+    WAITING_CAPACITY = "waiting_capacity"  # no room on the host, or engine/Redis unavailable
+    WAITING_ORG_LIMIT = "waiting_org_limit"  # its org already runs its maximum of crawls
+    RUNNING = "running"  # instances are crawling
+    PENDING_WAIT = "pending_wait"  # some instances finished, waiting for the others
+    GENERATE_WACZ = "generate_wacz"  # instances are packaging their archives
+    PAUSED = "paused"  # interrupted on request; its queue is kept for resume
+    COMPLETE = "complete"  # finished with every page it found done
+    STOPPED_BY_USER = "stopped_by_user"  # stopped gracefully on request, archive kept
+    STOPPED_QUOTA_REACHED = "stopped_quota_reached"  # org storage or execution quota reached
+    STOPPED_TIME_LIMIT = "stopped_time_limit"  # its running-time limit was reached
+    STOPPED_SIZE_LIMIT = "stopped_size_limit"  # its size limit was reached
+    STOPPED_PAGE_LIMIT = "stopped_page_limit"  # its page limit was reached
+    STOPPED_PAUSE_LIMIT = "stopped_pause_limit"  # it stayed paused longer than allowed
+    SKIPPED_QUOTA_REACHED = "skipped_quota_reached"  # never started: storage quota was full
+    FAILED = "failed"  # no page could be archived, or a permanent error
+    CANCELED = "canceled"  # canceled on request, partial files discarded
+
+
+S = CrawlStatus
+S.NOT_STARTED = (S.QUEUED, S.WAITING_CAPACITY, S.WAITING_ORG_LIMIT)
+S.RUNNING_STATES = (S.STARTING, S.RUNNING, S.PENDING_WAIT, S.GENERATE_WACZ)
+S.ACTIVE = (*S.NOT_STARTED, *S.RUNNING_STATES, S.PAUSED)
+S.FINAL = (
+    S.COMPLETE, S.STOPPED_BY_USER, S.STOPPED_QUOTA_REACHED, S.STOPPED_TIME_LIMIT,
+    S.STOPPED_SIZE_LIMIT, S.STOPPED_PAGE_LIMIT, S.STOPPED_PAUSE_LIMIT,
+    S.SKIPPED_QUOTA_REACHED, S.FAILED, S.CANCELED,
+)
+S.SUCCESSFUL = (
+    S.COMPLETE, S.STOPPED_BY_USER, S.STOPPED_QUOTA_REACHED, S.STOPPED_TIME_LIMIT,
+    S.STOPPED_SIZE_LIMIT, S.STOPPED_PAGE_LIMIT, S.STOPPED_PAUSE_LIMIT,
+)
+
+
+class StopReason(models.TextChoices):
+    USER = "user"
+    TIME_LIMIT = "time_limit"
+    SIZE_LIMIT = "size_limit"
+    PAGE_LIMIT = "page_limit"
+    STORAGE_QUOTA = "storage_quota"
+    EXEC_QUOTA = "exec_quota"
+    PAUSE_LIMIT = "pause_limit"
+    STALLED = "stalled"
+
+
+STOPPED_STATE = {
+    StopReason.USER: S.STOPPED_BY_USER,
+    StopReason.TIME_LIMIT: S.STOPPED_TIME_LIMIT,
+    StopReason.SIZE_LIMIT: S.STOPPED_SIZE_LIMIT,
+    StopReason.PAGE_LIMIT: S.STOPPED_PAGE_LIMIT,
+    StopReason.STORAGE_QUOTA: S.STOPPED_QUOTA_REACHED,
+    StopReason.EXEC_QUOTA: S.STOPPED_QUOTA_REACHED,
+    StopReason.PAUSE_LIMIT: S.STOPPED_PAUSE_LIMIT,
+}
+
+
+class Intent(models.TextChoices):
+    NONE = "", "none"
+    PAUSE = "pause"
+    STOP = "stop"
+    CANCEL = "cancel"
+
+
+EVENT_FOR_FINAL = {
+    S.COMPLETE: "crawl.completed",
+    S.FAILED: "crawl.failed",
+    S.CANCELED: "crawl.canceled",
+    S.SKIPPED_QUOTA_REACHED: "crawl.quota_reached",
+    S.STOPPED_QUOTA_REACHED: "crawl.quota_reached",
+}
+
+
+class CrawlQuerySet(LeaseQuerySet):
+    def active(self):
+        return self.filter(status__in=S.ACTIVE)
+
+    def running(self):
+        return self.filter(status__in=S.RUNNING_STATES)
+
+    def by_prefix(self, prefix: str) -> Crawl:
+        """The one crawl whose id starts with `prefix`; NotAllowed names the problem."""
+        prefix = prefix.strip().lower()
+        if not prefix or not all(c in "0123456789abcdef" for c in prefix):
+            raise NotAllowed(f"{prefix!r} is not a crawl id (ids are hexadecimal)")
+        matches = list(self.filter(id__startswith=prefix)[:2])
+        if not matches:
+            raise NotAllowed(f"no crawl with id {prefix!r}")
+        if len(matches) > 1:
+            raise NotAllowed(f"crawl id {prefix!r} is ambiguous: give more characters")
+        return matches[0]
+
+
+class Crawl(Leased):
+    """One crawl of a set of seeds, from queued to a final state."""
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_id, editable=False)
+    org = models.ForeignKey(Org, on_delete=models.PROTECT, related_name="crawls")
+    schedule = models.ForeignKey(
+        "Schedule", null=True, blank=True, on_delete=models.SET_NULL, related_name="crawls"
+    )
+    seeds = models.JSONField(help_text="The URLs the crawl starts from.")
+    config = models.JSONField(help_text="The validated CrawlConfig.")
+    tags = models.JSONField(default=list, blank=True)
+
+    status = models.CharField(max_length=32, choices=CrawlStatus.choices, default=S.QUEUED, db_index=True)
+    intent = models.CharField(
+        max_length=16, choices=Intent.choices, blank=True, default="",
+        help_text="What a user asked for that the runner has not carried out yet.",
+    )
+    stop_reason = models.CharField(max_length=32, choices=StopReason.choices, blank=True, default="")
+    waiting_reason = models.CharField(max_length=300, blank=True, default="")
+    error = models.TextField(blank=True, default="", help_text="Why it failed, for people.")
+
+    pages_found = models.PositiveIntegerField(default=0)
+    pages_done = models.PositiveIntegerField(default=0)
+    pages_failed = models.PositiveIntegerField(default=0)
+    size_bytes = models.PositiveBigIntegerField(default=0, help_text="Kept files plus bytes in progress.")
+    exec_seconds = models.FloatField(default=0, help_text="Sum of its instances' running time.")
+    elapsed_seconds = models.FloatField(default=0, help_text="Running time, pauses and waits excluded.")
+    attempts = models.PositiveIntegerField(default=1)
+    stalls = models.PositiveIntegerField(default=0)
+    scale = models.PositiveSmallIntegerField(default=1, help_text="Instances it should run now.")
+    redis_db = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Held while active.")
+
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    progress_at = models.DateTimeField(null=True, blank=True, help_text="Last time a page was done.")
+
+    objects = CrawlQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            due_index("crawl"),
+            models.Index(fields=["org", "status"], name="crawl_org_status"),
+            models.Index(fields=["finished_at"], name="crawl_finished",
+                         condition=Q(finished_at__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.short_id} {self.seeds[0] if self.seeds else ''}"
+
+    @property
+    def short_id(self) -> str:
+        return self.id[:8]
+
+    @property
+    def crawl_config(self) -> CrawlConfig:
+        return CrawlConfig(**self.config)
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in S.FINAL
+
+    @property
+    def has_runtime(self) -> bool:
+        """Whether Redis state or containers may exist for it (it was started once)."""
+        return self.started_at is not None or self.redis_db is not None
+
+    def size_human(self) -> str:
+        return human_size(self.size_bytes)
+
+    # --- creation --------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, org: Org, config: CrawlConfig, tags=(), schedule=None, now=None) -> Crawl:
+        now = now or timezone.now()
+        with transaction.atomic():
+            crawl = cls.objects.create(
+                org=org, seeds=config.seeds, config=config.model_dump(mode="json"),
+                tags=list(tags), schedule=schedule, scale=config.scale,
+                status=S.QUEUED, retry_at=now, created_at=now, updated_at=now,
+            )
+            crawl.emit("crawl.queued", now)
+        return crawl
+
+    # --- limits ----------------------------------------------------------------------
+
+    def effective_page_limit(self) -> int | None:
+        """The crawl's page limit, capped by its org's maximum pages per crawl."""
+        limits = [v for v in (self.config.get("page_limit"), self.org.max_pages_per_crawl) if v]
+        return min(limits) if limits else None
+
+    def limit_reached(self) -> StopReason | None:
+        """The crawl's own limit it has reached, if any (pure: fields only)."""
+        config = self.config
+        if config.get("time_limit") and self.elapsed_seconds >= config["time_limit"]:
+            return StopReason.TIME_LIMIT
+        if config.get("size_limit") and self.size_bytes >= config["size_limit"]:
+            return StopReason.SIZE_LIMIT
+        page_limit = self.effective_page_limit()
+        if page_limit and self.pages_done >= page_limit:
+            return StopReason.PAGE_LIMIT
+        return None
+
+    # --- transitions -----------------------------------------------------------------
+
+    def _transition(self, to: str, allowed, now, *, token: int | None = None,
+                    event: str | None = None, **fields) -> bool:
+        """Set status `to` only from `allowed` (and with our token); False if refused."""
+        fields = {"status": to, "updated_at": now, **fields}
+        with transaction.atomic():
+            rows = Crawl.objects.filter(pk=self.pk, status__in=allowed)
+            if token is not None:
+                rows = rows.filter(lease_token=token)
+            if not rows.update(**fields):
+                return False
+            for name, value in fields.items():
+                setattr(self, name, value)
+            if event:
+                self.emit(event, now)
+        return True
+
+    def _refuse(self, action: str) -> NotAllowed:
+        self.refresh_from_db()
+        return NotAllowed(f"cannot {action} crawl {self.short_id}: it is {self.status}")
+
+    def emit(self, name: str, now: dt.datetime) -> None:
+        """Record an event (and its webhook deliveries) in the caller's transaction."""
+        CrawlEvent.record(self, name, now)
+
+    # User intents: at once where no runtime exists, else recorded for the runner.
+
+    def pause(self, now: dt.datetime) -> None:
+        limit = conf.get().pause_limit
+        if self._transition(S.PAUSED, S.NOT_STARTED, now, event="crawl.paused",
+                            paused_at=now, intent="", waiting_reason="",
+                            retry_at=now + dt.timedelta(seconds=limit), lease_owner=""):
+            return
+        if not Crawl.objects.filter(pk=self.pk, status__in=S.RUNNING_STATES).update(intent=Intent.PAUSE):
+            raise self._refuse("pause")
+        self.intent = Intent.PAUSE
+
+    def resume(self, now: dt.datetime) -> None:
+        if self._transition(S.QUEUED, [S.PAUSED], now, event="crawl.resumed", intent="",
+                            paused_at=None, retry_at=now, lease_owner="", waiting_reason=""):
+            return
+        # A pause the runner has not carried out yet is simply withdrawn.
+        if not Crawl.objects.filter(pk=self.pk, status__in=S.RUNNING_STATES,
+                                    intent=Intent.PAUSE).update(intent=""):
+            raise self._refuse("resume")
+        self.intent = ""
+
+    def stop(self, now: dt.datetime) -> None:
+        self._end_on_request(Intent.STOP, now)
+
+    def cancel(self, now: dt.datetime) -> None:
+        self._end_on_request(Intent.CANCEL, now)
+
+    def _end_on_request(self, intent: str, now: dt.datetime) -> None:
+        """A crawl that never started ends canceled at once; others are ended by the runner."""
+        if not self.has_runtime and self._transition(
+            S.CANCELED, S.NOT_STARTED, now, event="crawl.canceled", intent="",
+            stop_reason=StopReason.USER, finished_at=now, retry_at=None, lease_owner="",
+            waiting_reason="",
+        ):
+            return
+        # A paused crawl holds no lease: make it due so a runner finishes it now.
+        if Crawl.objects.filter(pk=self.pk, status=S.PAUSED).update(intent=intent, retry_at=now):
+            self.intent = intent
+            return
+        if not Crawl.objects.filter(pk=self.pk, status__in=(*S.RUNNING_STATES, *S.NOT_STARTED)).update(intent=intent):
+            raise self._refuse(intent)
+        self.intent = intent
+
+    def retry(self, now: dt.datetime) -> None:
+        """Queue a failed or canceled crawl again, as a new attempt with fresh progress."""
+        if not self._transition(
+            S.QUEUED, [S.FAILED, S.CANCELED], now, event="crawl.queued",
+            attempts=self.attempts + 1, retry_at=now, lease_owner="", intent="",
+            stop_reason="", error="", waiting_reason="", finished_at=None, started_at=None,
+            pages_found=0, pages_done=0, pages_failed=0, elapsed_seconds=0, stalls=0,
+            redis_db=None, progress_at=None,
+        ):
+            raise self._refuse("retry")
+
+    # Runner transitions: guarded by the lease token too.
+
+    def mark_waiting(self, status: str, reason: str, token: int, now) -> bool:
+        allowed = (*S.NOT_STARTED, S.STARTING, S.RUNNING)
+        return self._transition(status, allowed, now, token=token, waiting_reason=reason)
+
+    def mark_starting(self, token: int, now) -> bool:
+        return self._transition(S.STARTING, (*S.NOT_STARTED, S.RUNNING), now, token=token,
+                                waiting_reason="")
+
+    def mark_running(self, token: int, now) -> bool:
+        first = self.started_at is None
+        return self._transition(
+            S.RUNNING, (S.STARTING, S.WAITING_CAPACITY, S.PENDING_WAIT, S.GENERATE_WACZ), now,
+            token=token, event="crawl.started" if first else None,
+            started_at=self.started_at or now, waiting_reason="",
+        )
+
+    def mark_finishing(self, status: str, token: int, now) -> bool:
+        return self._transition(status, S.RUNNING_STATES, now, token=token)
+
+    def mark_paused(self, token: int, now, reason: str = "") -> bool:
+        limit = conf.get().pause_limit
+        return self._transition(
+            S.PAUSED, (*S.RUNNING_STATES, S.WAITING_CAPACITY), now, token=token,
+            event="crawl.paused", intent="", paused_at=now, waiting_reason=reason,
+            retry_at=now + dt.timedelta(seconds=limit), lease_owner="",
+        )
+
+    def finish(self, status: str, token: int, now, *, stop_reason: str = "", error: str = "") -> bool:
+        """Move to a final state; the row leaves every queue (retry_at = NULL)."""
+        assert status in S.FINAL, status
+        event = EVENT_FOR_FINAL.get(status, "crawl.stopped")
+        return self._transition(
+            status, S.ACTIVE, now, token=token, event=event, stop_reason=stop_reason,
+            error=error, finished_at=now, retry_at=None, lease_owner="", intent="",
+            waiting_reason="", redis_db=None,
+        )
+
+    # --- payloads --------------------------------------------------------------------
+
+    def summary(self) -> dict:
+        """The crawl as other systems see it (status --json, webhook payloads)."""
+        return {
+            "id": self.id,
+            "org": self.org.slug,
+            "status": self.status,
+            "stop_reason": self.stop_reason or None,
+            "waiting_reason": self.waiting_reason or None,
+            "error": self.error or None,
+            "seeds": self.seeds,
+            "tags": self.tags,
+            "pages_found": self.pages_found,
+            "pages_done": self.pages_done,
+            "pages_failed": self.pages_failed,
+            "size_bytes": self.size_bytes,
+            "exec_seconds": round(self.exec_seconds, 3),
+            "elapsed_seconds": round(self.elapsed_seconds, 3),
+            "attempts": self.attempts,
+            "scale": self.scale,
+            "files": [f.summary() for f in self.files.all()],
+            "created_at": _iso(self.created_at),
+            "started_at": _iso(self.started_at),
+            "finished_at": _iso(self.finished_at),
+        }
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value else None
+
+
+class SnapshotStatus(models.TextChoices):
+    QUEUED = "queued"  # to be crawled again (retry of failed pages)
+    DONE = "done"  # archived
+    FAILED = "failed"  # the crawler gave up on it
+
+
+class Snapshot(Leased):
+    """One page of a crawl, as the crawler reported it."""
+
+    crawl = models.ForeignKey(Crawl, on_delete=models.CASCADE, related_name="snapshots")
+    url = models.TextField()
+    depth = models.PositiveIntegerField(default=0)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
+    seed = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=SnapshotStatus.choices, default=SnapshotStatus.DONE)
+    http_status = models.PositiveIntegerField(null=True, blank=True)
+    title = models.TextField(blank=True, default="")
+    mime = models.CharField(max_length=200, blank=True, default="")
+    captured_at = models.DateTimeField(null=True, blank=True)
+    filename = models.CharField(max_length=300, blank=True, default="", help_text="WARC file holding it.")
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = LeaseQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["crawl", "id"]
+        indexes = [due_index("snapshot")]
+        constraints = [models.UniqueConstraint(fields=["crawl", "url"], name="snapshot_url_once")]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class ProcessStatus(models.TextChoices):
+    STARTING = "starting"  # being launched
+    RUNNING = "running"  # container or process alive
+    EXITED = "exited"  # ended; exit_code and exit_reason say how
+    LOST = "lost"  # vanished without an exit status we could read
+
+
+class ExitReason(models.TextChoices):
+    NONE = "", "-"
+    DONE = "done"  # exit 0
+    OOM = "oom"  # 137 or killed by the OOM killer
+    INTERRUPTED = "interrupted"  # 11/13: stopped by a signal, safe to relaunch
+    PERMANENT = "permanent"  # 4 or 17: the configuration is refused, never relaunched
+    LIMIT = "limit"  # 14/15/16: a per-session limit, relaunch continues
+    CRASH = "crash"  # anything else
+    REMOVED = "removed"  # removed by archiver (cancel, scale down, orphan)
+
+
+class Process(Leased):
+    """One launched crawler instance: a container or an OS process."""
+
+    crawl = models.ForeignKey(Crawl, on_delete=models.CASCADE, related_name="processes")
+    instance = models.PositiveSmallIntegerField(help_text="0..scale-1; part of the hostname.")
+    hostname = models.CharField(max_length=80)
+    launcher = models.CharField(max_length=16)
+    container_id = models.CharField(max_length=80, blank=True, default="")
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    image = models.CharField(max_length=200, blank=True, default="")
+    args = models.JSONField(default=list)
+    status = models.CharField(max_length=16, choices=ProcessStatus.choices, default=ProcessStatus.STARTING)
+    exit_code = models.IntegerField(null=True, blank=True)
+    exit_reason = models.CharField(max_length=16, choices=ExitReason.choices, blank=True, default="")
+    log_tail = models.TextField(blank=True, default="")
+    runner = models.CharField(max_length=64, blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    counted_until = models.DateTimeField(
+        null=True, blank=True, help_text="Running time up to here is in the crawl's exec seconds."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = LeaseQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["crawl", "instance", "created_at"]
+        indexes = [
+            due_index("process"),
+            models.Index(fields=["crawl", "status"], name="process_crawl_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.hostname} ({self.status})"
+
+
+class CrawlFile(models.Model):
+    """An archive file a crawl produced, kept under the data dir."""
+
+    crawl = models.ForeignKey(Crawl, on_delete=models.CASCADE, related_name="files")
+    path = models.CharField(max_length=500, unique=True, help_text="Relative to the data dir.")
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["crawl", "created_at"]
+
+    def __str__(self) -> str:
+        return self.path
+
+    def summary(self) -> dict:
+        return {"path": self.path, "size": self.size, "sha256": self.sha256}
+
+
+class CrawlLog(models.Model):
+    """A log line of a crawl: the crawler's errors from Redis, and the runner's own notes."""
+
+    crawl = models.ForeignKey(Crawl, on_delete=models.CASCADE, related_name="logs")
+    created_at = models.DateTimeField(default=timezone.now)
+    level = models.CharField(max_length=16, default="info")
+    source = models.CharField(max_length=32, default="runner", help_text="runner, or crawler instance.")
+    message = models.TextField()
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["crawl", "id"]
+
+    def __str__(self) -> str:
+        return self.message[:80]
+
+
+class CrawlEvent(models.Model):
+    """A transition other systems hear about; written in the transition's transaction."""
+
+    NAMES = (
+        "crawl.queued", "crawl.started", "crawl.paused", "crawl.resumed", "crawl.completed",
+        "crawl.stopped", "crawl.failed", "crawl.canceled", "crawl.quota_reached",
+    )
+
+    event_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    crawl = models.ForeignKey(Crawl, on_delete=models.CASCADE, related_name="events")
+    name = models.CharField(max_length=40, choices=[(n, n) for n in NAMES])
+    created_at = models.DateTimeField(default=timezone.now)
+    payload = models.JSONField()
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.crawl_id[:8]}"
+
+    @classmethod
+    def record(cls, crawl: Crawl, name: str, now: dt.datetime) -> CrawlEvent:
+        event = cls(crawl=crawl, name=name, created_at=now)
+        event.payload = {
+            "event": name,
+            "event_id": str(event.event_id),
+            "timestamp": _iso(now),
+            "instance": conf.get().instance_id,
+            "crawl": crawl.summary(),
+        }
+        event.save()
+        deliveries = [
+            WebhookDelivery(webhook=hook, event=event, retry_at=now, created_at=now)
+            for hook in Webhook.objects.listening(name, crawl.org_id)
+        ]
+        WebhookDelivery.objects.bulk_create(deliveries)
+        return event
+
+
+class RunnerRecord(models.Model):
+    """A runner daemon, alive while its heartbeat is fresh."""
+
+    id = models.CharField(primary_key=True, max_length=64)
+    hostname = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField()
+    data_dir = models.CharField(max_length=500)
+    started_at = models.DateTimeField(default=timezone.now)
+    heartbeat_at = models.DateTimeField(default=timezone.now)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"{self.hostname}:{self.pid}"
+
+
+class Schedule(Leased):
+    """A cron entry that creates a crawl from a stored configuration when due."""
+
+    org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="schedules")
+    cron = models.CharField(max_length=100)
+    config = models.JSONField()
+    tags = models.JSONField(default=list, blank=True)
+    enabled = models.BooleanField(default=True)
+    last_crawl = models.ForeignKey(Crawl, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = LeaseQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [due_index("schedule")]
+
+    def __str__(self) -> str:
+        return f"{self.cron} {self.config.get('seeds', [''])[0]}"
+
+
+class WebhookQuerySet(models.QuerySet):
+    def listening(self, event: str, org_id: int):
+        """Enabled webhooks of this org or global whose filter admits `event`."""
+        hooks = self.filter(enabled=True).filter(Q(org_id=org_id) | Q(org__isnull=True))
+        return [hook for hook in hooks if not hook.events or event in hook.events]
+
+
+class Webhook(models.Model):
+    """Where to POST crawl events. The secret is write-only: never shown, never logged."""
+
+    url = models.URLField(max_length=2000)
+    secret = models.CharField(max_length=500)
+    events = models.JSONField(default=list, blank=True, help_text="Event names; empty = all.")
+    org = models.ForeignKey(Org, null=True, blank=True, on_delete=models.CASCADE, related_name="webhooks")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = WebhookQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.url)
+        return f"webhook {self.pk} → {parts.hostname}:{parts.port or 443}"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"  # waiting for (another) attempt
+    DELIVERING = "delivering"  # claimed by a deliverer right now
+    SUCCEEDED = "succeeded"  # the receiver answered 2xx
+    FAILED = "failed"  # dead letter: attempts exhausted or refused for good; can be replayed
+
+
+class WebhookDelivery(Leased):
+    """The outbox: one event to one webhook, until it ends in exactly one outcome."""
+
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.ForeignKey(CrawlEvent, on_delete=models.CASCADE, related_name="deliveries")
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_status_code = models.PositiveIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    objects = LeaseQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [due_index("delivery")]
+        constraints = [models.UniqueConstraint(fields=["webhook", "event"], name="delivery_once")]
+
+    def __str__(self) -> str:
+        return f"{self.event.name} → webhook {self.webhook_id} ({self.status})"
+
+
+def storage_in_progress(org: Org) -> int:
+    """Bytes that active crawls of `org` hold beyond their kept files."""
+    files = CrawlFile.objects.filter(crawl__org=org, crawl__status__in=S.ACTIVE).aggregate(n=Sum("size"))["n"] or 0
+    active = org.crawls.filter(status__in=S.ACTIVE).aggregate(n=Sum("size_bytes"))["n"] or 0
+    return max(active - files, 0)
+
+
+__all__ = [
+    "FAR_FUTURE", "Crawl", "CrawlEvent", "CrawlFile", "CrawlLog", "CrawlStatus", "DeliveryStatus",
+    "ExitReason", "Intent", "Org", "OrgUsage", "Process", "ProcessStatus", "RunnerRecord",
+    "Schedule", "Snapshot", "SnapshotStatus", "StopReason", "Webhook", "WebhookDelivery",
+]

@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# A private Docker engine for archiver's tests and CI: start | stop | env | status
+#
+# The engine runs without the default bridge network (its 172.17.0.0/16 range must not
+# be used here); containers use host networking. Images live under a fixed data-root so
+# that repeated runs on one machine reuse them; nothing may rely on that.
+#
+#   bash scripts/docker-engine.sh start         # install docker.io if needed, start dockerd
+#   eval "$(bash scripts/docker-engine.sh env)" # export DOCKER_HOST for this shell
+#   bash scripts/docker-engine.sh status        # exit 0 when the engine answers
+#   bash scripts/docker-engine.sh stop          # stop the dockerd this script started
+#
+# Scripts that share one engine (several test runs at once on one machine) use leases:
+#   bash scripts/docker-engine.sh acquire PID   # start (if needed) and hold a lease for PID
+#   bash scripts/docker-engine.sh release PID   # drop it; the last holder stops the engine,
+#                                               # but only if an acquire had started it
+#
+# Environment: ARCHIVER_DOCKER_ROOT (data, logs, pidfile; default /var/lib/archiver-docker),
+# ARCHIVER_DOCKER_RUN (exec-root and socket; kept short because unix socket paths are
+# limited to 108 bytes; default /run/archiver-docker), ARCHIVER_DOCKER_START_TIMEOUT (s).
+set -euo pipefail
+
+ROOT=${ARCHIVER_DOCKER_ROOT:-/var/lib/archiver-docker}
+RUN_DIR=${ARCHIVER_DOCKER_RUN:-/run/archiver-docker}
+EXEC_ROOT=$RUN_DIR/exec
+SOCK=$RUN_DIR/docker.sock
+PIDFILE=$ROOT/docker.pid
+LOG=$ROOT/dockerd.log
+LEASES=$ROOT/leases
+# Present while the running engine was started by an acquire (so the leases own it).
+LEASED_MARK=$ROOT/started-by-lease
+START_TIMEOUT=${ARCHIVER_DOCKER_START_TIMEOUT:-60}
+
+say() { printf 'docker-engine: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# The docker.io package's own client matches its engine; a newer client elsewhere on
+# PATH may lack pieces (e.g. buildx) that the old engine does not provide either.
+docker_cli() {
+    if [[ -x /usr/bin/docker ]]; then echo /usr/bin/docker; else command -v docker; fi
+}
+
+answers() {
+    local cli
+    cli=$(docker_cli) || return 1
+    [[ -S $SOCK ]] && timeout 10 "$cli" -H "unix://$SOCK" info >/dev/null 2>&1
+}
+
+ensure_installed() {
+    command -v dockerd >/dev/null 2>&1 && return 0
+    [[ $(id -u) -eq 0 ]] || die "dockerd is missing and only root can install docker.io"
+    say "installing docker.io with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq docker.io >&2
+    command -v dockerd >/dev/null 2>&1 || die "docker.io installed but dockerd is not on PATH"
+}
+
+# Options that this dockerd knows; ip6tables appeared in 20.10 and is absent before.
+dockerd_options() {
+    local opts=(
+        --data-root "$ROOT/data" --exec-root "$EXEC_ROOT" --host "unix://$SOCK"
+        --pidfile "$PIDFILE" --bridge=none --iptables=false --ip-masq=false
+    )
+    if dockerd --help 2>/dev/null | grep -q -- '--ip6tables'; then
+        opts+=(--ip6tables=false)
+    fi
+    printf '%s\n' "${opts[@]}"
+}
+
+running_pid() {
+    [[ -f $PIDFILE ]] || return 1
+    local pid
+    pid=$(<"$PIDFILE")
+    # A stale pidfile (after a reboot) may name an unrelated process: check its name.
+    [[ $pid =~ ^[0-9]+$ ]] && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == dockerd ]] && echo "$pid"
+}
+
+start() {
+    if answers; then
+        say "engine already answers on unix://$SOCK"
+        return 0
+    fi
+    ensure_installed
+    [[ $(id -u) -eq 0 ]] || die "dockerd must be started as root"
+    if pid=$(running_pid); then
+        say "dockerd (pid $pid) is running but does not answer yet; waiting for it"
+    else
+        mkdir -p "$ROOT/data" "$EXEC_ROOT"
+        rm -f "$SOCK" "$PIDFILE"
+        local opts
+        mapfile -t opts < <(dockerd_options)
+        say "starting dockerd (data-root $ROOT/data, socket $SOCK, log $LOG)"
+        # setsid: the daemon must outlive this shell and not get its terminal's signals.
+        # 9>&-: the daemon must not inherit (and so hold forever) the lock.
+        setsid dockerd "${opts[@]}" >>"$LOG" 2>&1 </dev/null 9>&- &
+    fi
+    wait_until_ready
+}
+
+wait_until_ready() {
+    local deadline=$((SECONDS + START_TIMEOUT))
+    until answers; do
+        if ((SECONDS >= deadline)); then
+            say "dockerd did not answer within ${START_TIMEOUT}s; last lines of $LOG:"
+            tail -n 30 "$LOG" >&2 || true
+            exit 1
+        fi
+        sleep 0.5
+    done
+    say "engine ready on unix://$SOCK"
+}
+
+stop() {
+    local pid
+    if ! pid=$(running_pid); then
+        say "no dockerd started from $PIDFILE is running"
+        return 0
+    fi
+    say "stopping dockerd (pid $pid)"
+    kill -TERM "$pid"
+    # dockerd stops its containers first (10 s grace each), so allow more than that.
+    local deadline=$((SECONDS + 45))
+    while kill -0 "$pid" 2>/dev/null; do
+        if ((SECONDS >= deadline)); then
+            say "dockerd (pid $pid) ignored SIGTERM for 45s; killing it"
+            kill -KILL "$pid" 2>/dev/null || true
+            break
+        fi
+        sleep 0.2
+    done
+    say "dockerd stopped"
+}
+
+# Serialises start/stop/lease changes between concurrent callers.
+lock() {
+    mkdir -p "$ROOT"
+    exec 9>"$ROOT/lock"
+    flock 9
+}
+
+live_leases() {
+    local lease
+    for lease in "$LEASES"/*; do
+        [[ -e $lease ]] || continue
+        if kill -0 "${lease##*/}" 2>/dev/null; then
+            echo "${lease##*/}"
+        else
+            rm -f "$lease"
+        fi
+    done
+}
+
+acquire() {
+    local holder=$1
+    [[ $holder =~ ^[0-9]+$ ]] || die "acquire needs the pid that holds the lease"
+    lock
+    if answers; then
+        say "engine already answers on unix://$SOCK"
+    else
+        start
+        touch "$LEASED_MARK"
+    fi
+    mkdir -p "$LEASES"
+    touch "$LEASES/$holder"
+}
+
+release() {
+    local holder=$1
+    [[ $holder =~ ^[0-9]+$ ]] || die "release needs the pid that holds the lease"
+    lock
+    rm -f "$LEASES/$holder"
+    local others
+    others=$(live_leases | paste -sd " " -)
+    if [[ -n $others ]]; then
+        say "engine still leased by pid(s) $others; leaving it running"
+    elif [[ -f $LEASED_MARK ]]; then
+        stop
+        rm -f "$LEASED_MARK"
+    fi
+}
+
+status() {
+    if answers; then
+        say "engine answers on unix://$SOCK"
+        return 0
+    fi
+    say "no engine answers on unix://$SOCK"
+    return 1
+}
+
+case ${1:-} in
+    start) lock; start ;;
+    stop) lock; stop; rm -f "$LEASED_MARK" ;;
+    acquire) acquire "${2:-}" ;;
+    release) release "${2:-}" ;;
+    env) echo "export DOCKER_HOST=unix://$SOCK" ;;
+    status) status ;;
+    *) echo "usage: $0 start|stop|env|status|acquire PID|release PID" >&2; exit 2 ;;
+esac
