@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# archiver's test command: bash scripts/test.sh [pytest args]
+#
+# Does all set-up on a fresh Debian bookworm machine (as root, with python3.11): system
+# packages, the .venv, a private Docker engine, the crawler image; then runs pytest with
+# Docker required (docker tests fail instead of skipping) and stops the engine again if
+# this run started it. Exits with pytest's exit code.
+#
+# Environment: ARCHIVER_TEST_POSTGRES_URL (default: the local server's `test` database when
+# it answers, or always when CI=true), ARCHIVER_BASE_IMAGE / ARCHIVER_CRAWLER_IMAGE (see
+# build-crawler-image.sh), ARCHIVER_DOCKER_ROOT (see docker-engine.sh).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+VENV=$REPO/.venv
+PYTHON=${ARCHIVER_PYTHON:-python3.11}
+ENGINE=$REPO/scripts/docker-engine.sh
+
+say() { printf 'test.sh: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+TIMINGS=()
+PHASE_NAME=""
+PHASE_START=0
+phase() {
+    local now=$SECONDS
+    [[ -n $PHASE_NAME ]] && TIMINGS+=("$PHASE_NAME $((now - PHASE_START))s")
+    PHASE_NAME=$1
+    PHASE_START=$now
+    [[ -n $PHASE_NAME ]] && say "$PHASE_NAME"
+    return 0
+}
+
+install_system_packages() {
+    local missing=()
+    command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+    command -v wget >/dev/null 2>&1 || missing+=(wget)
+    command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+    # Only needed to build the local base image; small, and saves a second apt-get update.
+    if [[ -z ${ARCHIVER_BASE_IMAGE:-} ]] && ! command -v debootstrap >/dev/null 2>&1; then
+        missing+=(debootstrap)
+    fi
+    ((${#missing[@]})) || return 0
+    [[ $(id -u) -eq 0 ]] || die "missing ${missing[*]}; install them or run as root"
+    say "apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# Reinstalls only when the dependency declarations (or the interpreter) changed.
+install_venv() {
+    command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON is not on PATH"
+    [[ -x $VENV/bin/python ]] || "$PYTHON" -m venv "$VENV"
+    local stamp_file=$VENV/.archiver-install-stamp stamp
+    stamp=$({
+        echo "$REPO"
+        "$VENV/bin/python" --version
+        cat pyproject.toml crawler/pyproject.toml
+    } | sha256sum | cut -d' ' -f1)
+    if [[ -f $stamp_file && $(<"$stamp_file") == "$stamp" ]]; then
+        say "virtualenv is up to date"
+        return
+    fi
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+        -e './crawler[test]' -e '.[test]'
+    echo "$stamp" >"$stamp_file"
+}
+
+postgres_answers() {
+    timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5432' 2>/dev/null
+}
+
+release_engine() {
+    bash "$ENGINE" release $$ || say "could not release the Docker engine"
+}
+
+main() {
+    phase "system packages"
+    install_system_packages
+    phase "virtualenv"
+    install_venv
+
+    phase "docker engine"
+    bash "$ENGINE" acquire $$
+    trap release_engine EXIT
+    eval "$(bash "$ENGINE" env)"
+    export DOCKER_HOST
+
+    phase "crawler image"
+    bash scripts/build-crawler-image.sh >/dev/null
+
+    export ARCHIVER_REQUIRE_DOCKER=1
+    if [[ -z ${ARCHIVER_TEST_POSTGRES_URL:-} ]] && { [[ ${CI:-} == true ]] || postgres_answers; }; then
+        export ARCHIVER_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test
+    fi
+
+    phase "tests"
+    local rc=0
+    "$VENV/bin/python" -m pytest "$@" || rc=$?
+    phase ""
+    say "timings: $(IFS=,; echo "${TIMINGS[*]}" | sed 's/,/, /g')"
+    return "$rc"
+}
+
+main "$@"
