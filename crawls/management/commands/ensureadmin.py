@@ -1,0 +1,40 @@
+"""Create the first admin account if there is none, and tell the user how to log in.
+
+The generated password goes to a 0600 file in the data dir, never to the terminal, so
+it does not end up in logs that capture the start script's output.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Create an 'admin' superuser with a generated password if no superuser exists."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--username", default="admin")
+
+    def handle(self, *args, username: str, **options):
+        users = get_user_model()
+        password_file = settings.DATA_DIR / "admin-password"
+        if users.objects.filter(is_superuser=True).exists():
+            where = f" (initial password in {password_file})" if password_file.exists() else ""
+            self.stdout.write(f"Log in to the admin with your superuser account{where}.")
+            return
+        password = secrets.token_urlsafe(12)
+        users.objects.create_superuser(username=username, email="", password=password)
+        password_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(password + "\n")
+        self.stdout.write(
+            f"Created the admin account: user '{username}'; its password is in "
+            f"{password_file} (readable only by you: cat it). Change it with "
+            f"'python manage.py changepassword {username}'."
+        )

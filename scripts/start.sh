@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# archiver's main job on a fresh machine: install, migrate, serve the admin on 127.0.0.1
+# through gunicorn (static files by WhiteNoise), and run the daemon in the foreground.
+# Ctrl-C stops the daemon (crawler containers keep running and are adopted next start)
+# and the admin server this script started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export ARCHIVER_DATA_DIR="${ARCHIVER_DATA_DIR:-$ROOT/data}"
+PORT="${ARCHIVER_PORT:-8000}"
+PY="$ROOT/.venv/bin/python"
+
+say() { printf '[start] %s\n' "$*" >&2; }
+
+if ! command -v redis-server >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing redis-server (the embedded Redis archiver starts for live progress)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+    else
+        say "redis-server is not on PATH: install it (e.g. apt-get install redis-server) or set ARCHIVER_REDIS_URL"
+        [ -n "${ARCHIVER_REDIS_URL:-}" ] || exit 1
+    fi
+fi
+
+stamp="$ROOT/.venv/.installed"
+if [ ! -x "$PY" ]; then
+    say "creating the virtualenv in .venv"
+    python3.11 -m venv "$ROOT/.venv"
+fi
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ crawler/pyproject.toml -nt "$stamp" ]; then
+    say "installing archiver and its crawler"
+    "$PY" -m pip install -q --upgrade pip
+    "$PY" -m pip install -q -e ./crawler -e .
+    touch "$stamp"
+fi
+
+"$PY" manage.py migrate --noinput -v0
+"$PY" manage.py collectstatic --noinput -v0
+"$PY" manage.py ensureadmin
+
+mkdir -p "$ARCHIVER_DATA_DIR/run"
+"$ROOT/.venv/bin/gunicorn" archiver.wsgi:application \
+    --bind "127.0.0.1:$PORT" --workers 2 --threads 4 \
+    --pid "$ARCHIVER_DATA_DIR/run/gunicorn.pid" \
+    --access-logfile "$ARCHIVER_DATA_DIR/run/admin-access.log" \
+    --error-logfile "$ARCHIVER_DATA_DIR/run/admin-error.log" &
+GUNICORN=$!
+trap 'kill "$GUNICORN" 2>/dev/null; wait "$GUNICORN" 2>/dev/null || true' EXIT
+say "admin: http://127.0.0.1:$PORT/admin/ (gunicorn pid $GUNICORN)"
+say "add a crawl from another shell: $PY manage.py add https://example.org/"
+
+"$PY" manage.py run --daemon
