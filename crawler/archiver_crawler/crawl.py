@@ -1,0 +1,462 @@
+"""The crawl loop: N asyncio workers claiming pages from the shared Redis queue.
+
+The loop is thin; each step (`process`, `queue_links`, `fetch_requisites`, `check_controls`,
+`finish`) is a method of its own. Stopping is cooperative: a stop reason set by a command, a
+limit or a signal makes the workers stop claiming and finish what they hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import time
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urljoin
+
+from redis.exceptions import RedisError
+
+from archiver_crawler.config import CrawlConfig
+from archiver_crawler.errors import CrawlerError, ExitCode
+from archiver_crawler.fetch import Fetched, Fetcher, FetchError
+from archiver_crawler.links import extract_css, extract_html
+from archiver_crawler.scope import Seed, normalize_url
+from archiver_crawler.state import CrawlState, QueueEntry
+from archiver_crawler.wacz import build_wacz, warc_files
+from archiver_crawler.warc import WarcFile, safe_instance_id, warc_date, warc_instance
+
+logger = logging.getLogger(__name__)
+
+HTML_TYPES = {"text/html", "application/xhtml+xml"}
+REDIRECTS = {301, 302, 303, 307, 308}
+PAGES_HEADER = {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
+CONTROL_INTERVAL = 0.25
+IDLE_POLL = 0.2
+
+
+class StopReason(enum.Enum):
+    """Why the workers stop claiming pages; decides status, WACZ and exit code."""
+
+    FINISHED = "finished"
+    STOPPING = "stopping"
+    STOP_ONE = "stopone"
+    PAUSED = "paused"
+    SIGNAL = "signal"
+    SIZE_LIMIT = "size-limit"
+    TIME_LIMIT = "time-limit"
+    DISK = "disk-utilization"
+    CANCELED = "canceled"
+    FORCED = "forced"
+
+
+# reason -> (write the WACZ, final status, exit code)
+OUTCOMES = {
+    StopReason.FINISHED: (True, "done", ExitCode.SUCCESS),
+    StopReason.STOPPING: (True, "done", ExitCode.SUCCESS),
+    StopReason.STOP_ONE: (True, "done", ExitCode.SUCCESS),
+    StopReason.PAUSED: (True, "interrupted", ExitCode.SUCCESS),
+    StopReason.SIGNAL: (True, "interrupted", ExitCode.INTERRUPTED),
+    StopReason.SIZE_LIMIT: (True, "interrupted", ExitCode.SIZE_LIMIT),
+    StopReason.TIME_LIMIT: (True, "interrupted", ExitCode.TIME_LIMIT),
+    StopReason.DISK: (True, "interrupted", ExitCode.DISK_UTILIZATION),
+    StopReason.CANCELED: (False, "canceled", ExitCode.SUCCESS),
+    StopReason.FORCED: (False, "interrupted", ExitCode.FORCED_INTERRUPT),
+}
+
+
+def iso_now() -> str:
+    return warc_date(datetime.now(UTC))
+
+
+class PagesFile:
+    """pages/pages.jsonl, appended line by line (O_APPEND keeps instances' lines whole)."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(path, "x", encoding="utf-8") as fh:
+                fh.write(json.dumps(PAGES_HEADER) + "\n")
+        except FileExistsError:
+            pass
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+
+    def append(self, line: str) -> None:
+        os.write(self._fd, (line + "\n").encode())
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def disk_usage_percent(path: Path) -> float:
+    usage = shutil.disk_usage(path)
+    return 100.0 * usage.used / usage.total if usage.total else 0.0
+
+
+class Crawler:
+    def __init__(self, config: CrawlConfig, state: CrawlState, fetcher: Fetcher,
+                 started: float | None = None):
+        self.config = config
+        self.state = state
+        self.fetcher = fetcher
+        self.started = time.monotonic() if started is None else started
+        self.seeds: dict[int, Seed] = {
+            i: Seed(i, spec.url, config, spec) for i, spec in enumerate(config.seeds)}
+        self.live_excludes: list[re.Pattern] = []
+        self.stop_reason: StopReason | None = None
+        self.collection_dir = config.collection_dir
+        self.warc: WarcFile | None = None
+        self.pages: PagesFile | None = None
+        self.work_added = asyncio.Event()
+        self.idle_workers = 0
+        self.finished = False
+        self.pages_done = 0
+        self.fatal: BaseException | None = None
+        self._asset_slots = asyncio.Semaphore(config.workers * 2)
+        self._tasks: list[asyncio.Task] = []
+        self._pending_wait = False
+        self._signals = 0
+
+    # lifecycle
+
+    async def run(self) -> ExitCode:
+        if await self.state.get_status() == "done":
+            logger.info("instance %s is already done; nothing to do", self.state.instance_id)
+            return ExitCode.SUCCESS
+        commands = await self.state.read_commands()
+        if commands.canceled:
+            return await self.finish(StopReason.CANCELED)
+        if commands.stopping:
+            return await self.finish(StopReason.STOPPING)
+        if self.config.disk_utilization and self._disk_full():
+            return await self.finish(StopReason.DISK)
+        requeued = await self.state.requeue_own()
+        if requeued:
+            logger.info("requeued %d page(s) this instance had in progress", requeued)
+        await self.queue_seeds()
+        if commands.paused:
+            return await self.finish(StopReason.PAUSED)
+        await self.state.set_status("running")
+        self._install_signal_handlers()
+        try:
+            await self._run_workers()
+        finally:
+            self._remove_signal_handlers()
+        if self.fatal is not None:
+            raise self.fatal
+        return await self.finish(self.stop_reason or StopReason.FINISHED)
+
+    async def _run_workers(self) -> None:
+        control = asyncio.create_task(self._control_loop())
+        self._tasks = [asyncio.create_task(self.worker()) for _ in range(self.config.workers)]
+        try:
+            await asyncio.gather(*self._tasks)
+        except asyncio.CancelledError:
+            if self.stop_reason not in (StopReason.CANCELED, StopReason.FORCED):
+                raise
+        finally:
+            control.cancel()
+            await asyncio.gather(control, return_exceptions=True)
+
+    def request_stop(self, reason: StopReason) -> None:
+        if self.stop_reason is None or reason in (StopReason.CANCELED, StopReason.FORCED):
+            if self.stop_reason != reason:
+                logger.info("stopping: %s", reason.value)
+            self.stop_reason = reason
+        if reason in (StopReason.CANCELED, StopReason.FORCED):
+            for task in self._tasks:
+                task.cancel()
+        self.work_added.set()
+
+    def _abort(self, exc: BaseException) -> None:
+        """A fatal error in a worker ends the whole instance (e.g. disk full, Redis gone)."""
+        if self.fatal is None:
+            self.fatal = exc
+        for task in self._tasks:
+            task.cancel()
+
+    async def finish(self, reason: StopReason) -> ExitCode:
+        if self.warc is not None:
+            self.warc.close()
+        if self.pages is not None:
+            self.pages.close()
+        write_wacz, status, code = OUTCOMES[reason]
+        if reason is StopReason.FINISHED and await self.state.done_count() == 0:
+            logger.error("crawl finished but no page succeeded")
+            write_wacz, status, code = False, "failed", ExitCode.FAILED
+        if write_wacz and self.config.generate_wacz and warc_files(self.collection_dir):
+            await self.state.set_status("generate-wacz")
+            main_page = self.seeds[0].url if self.seeds else None
+            await asyncio.to_thread(build_wacz, self.collection_dir, self.config.collection,
+                                    main_page)
+        await self.state.set_size(self.archive_size())
+        await self.state.set_status(status)
+        logger.info("instance %s exits with status %s, code %d", self.state.instance_id,
+                    status, code)
+        return code
+
+    # signals
+
+    def _install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal)
+
+    def _remove_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+    def _on_signal(self) -> None:
+        self._signals += 1
+        if self._signals == 1:
+            self.request_stop(StopReason.SIGNAL)
+        else:
+            self.request_stop(StopReason.FORCED)
+
+    # workers
+
+    async def worker(self) -> None:
+        while self.stop_reason is None and not self.finished:
+            try:
+                entry = await self.state.claim(iso_now())
+                if entry is None:
+                    await self._wait_for_work()
+                    continue
+                if self._pending_wait:
+                    self._pending_wait = False
+                    await self.state.set_status("running")
+                await self.process(entry)
+            except (CrawlerError, RedisError, OSError) as exc:
+                self._abort(exc)
+                return
+
+    async def _wait_for_work(self) -> None:
+        self.idle_workers += 1
+        try:
+            if self.idle_workers == self.config.workers:
+                if await self.state.is_finished():
+                    self.finished = True
+                    self.work_added.set()
+                    return
+                if not self._pending_wait:
+                    self._pending_wait = True
+                    await self.state.set_status("pending-wait")
+            self.work_added.clear()
+            try:
+                async with asyncio.timeout(IDLE_POLL):
+                    await self.work_added.wait()
+            except TimeoutError:
+                pass
+        finally:
+            self.idle_workers -= 1
+
+    async def process(self, entry: QueueEntry) -> None:
+        seed = await self.seed_for(entry.seed_id)
+        try:
+            fetched = await self.fetcher.fetch(entry.url)
+        except FetchError as exc:
+            await self.fail_page(entry, str(exc))
+            return
+        self.write(fetched)
+        title, load_state = "", 2
+        location = fetched.header("location") if fetched.status in REDIRECTS else None
+        if location:
+            await self.queue_redirect(entry, seed, urljoin(entry.url, location))
+        elif fetched.mime in HTML_TYPES:
+            extracted = extract_html(fetched.decoded_body(), entry.url)
+            await self.queue_links(entry, seed, extracted.links)
+            await self.fetch_requisites(extracted.requisites)
+            title, load_state = extracted.title, 3
+        record = json.dumps({
+            "id": uuid.uuid4().hex, "url": entry.url, "title": title,
+            "ts": warc_date(fetched.exchange.date), "mime": fetched.mime,
+            "status": fetched.status, "depth": entry.depth, "seed": entry.depth == 0,
+            "loadState": load_state, "filename": self.warc.name if self.warc else None,
+        })
+        self._pages_file().append(record)
+        await self.state.mark_done(entry.url, record if self.config.write_pages_to_redis else None)
+        self.pages_done += 1
+
+    async def fail_page(self, entry: QueueEntry, reason: str) -> None:
+        logger.error("page load failed: %s (%s)", entry.url, reason,
+                     extra={"context": "pageStatus", "details": {"url": entry.url,
+                                                                 "reason": reason}})
+        await self.state.mark_failed(entry.url, json.dumps(
+            {"url": entry.url, "seedId": entry.seed_id, "depth": entry.depth,
+             "extraHops": entry.extra_hops, "reason": reason, "ts": iso_now()}))
+
+    def write(self, fetched: Fetched) -> None:
+        if self.warc is None:
+            self.warc = WarcFile(self.collection_dir / "archive", self.state.instance_id,
+                                 self.config.collection)
+        self.warc.write(fetched.exchange)
+        if self.config.size_limit and self.warc.size >= self.config.size_limit:
+            self.request_stop(StopReason.SIZE_LIMIT)
+
+    def _pages_file(self) -> PagesFile:
+        if self.pages is None:
+            self.pages = PagesFile(self.collection_dir / "pages" / "pages.jsonl")
+        return self.pages
+
+    # queueing
+
+    async def queue_seeds(self) -> None:
+        entries = [QueueEntry(url=seed.url, seed_id=seed.id, depth=0)
+                   for seed in self.seeds.values()]
+        await self._add(await self._robots_filter(entries))
+
+    async def queue_links(self, entry: QueueEntry, seed: Seed, links: list[str]) -> None:
+        depth, hops = entry.depth + 1, entry.extra_hops + 1
+        entries = []
+        for url in links:
+            decision = seed.decide(url, depth, hops, self.live_excludes)
+            if decision:
+                entries.append(QueueEntry(url=url, seed_id=seed.id, depth=depth,
+                                          extra_hops=hops if decision.out_of_scope
+                                          else entry.extra_hops))
+        await self._add(await self._robots_filter(entries))
+
+    async def queue_redirect(self, entry: QueueEntry, seed: Seed, target: str) -> None:
+        """A redirect's target is queued at the same depth; a seed may move out of its scope."""
+        url = normalize_url(target)
+        if url is None or url == entry.url:
+            return
+        if entry.depth == 0 and not seed.decide(url, 0, 0, self.live_excludes):
+            position = await self.state.add_extra_seed(seed.id, url)
+            new_id = len(self.config.seeds) + position
+            self.seeds[new_id] = self._extra_seed(new_id, seed, url)
+            await self._add([QueueEntry(url=url, seed_id=new_id, depth=0)])
+            return
+        hops = entry.extra_hops + 1
+        decision = seed.decide(url, entry.depth, hops, self.live_excludes)
+        if decision:
+            await self._add(await self._robots_filter([QueueEntry(
+                url=url, seed_id=seed.id, depth=entry.depth,
+                extra_hops=hops if decision.out_of_scope else entry.extra_hops)]))
+
+    async def _add(self, entries: list[QueueEntry]) -> None:
+        results = await self.state.add(entries, self.config.limit)
+        if 0 in results:
+            self.work_added.set()
+
+    async def _robots_filter(self, entries: list[QueueEntry]) -> list[QueueEntry]:
+        if not self.config.use_robots:
+            return entries
+        allowed = []
+        for entry in entries:
+            if await self.fetcher.allowed_by_robots(entry.url):
+                allowed.append(entry)
+            else:
+                logger.info("robots.txt disallows %s", entry.url)
+        return allowed
+
+    def _extra_seed(self, seed_id: int, orig: Seed, url: str) -> Seed:
+        spec = self.config.seeds[orig.id] if orig.id < len(self.config.seeds) else None
+        spec = replace(spec, url=url) if spec else None
+        return Seed(seed_id, url, self.config, spec)
+
+    async def seed_for(self, seed_id: int) -> Seed:
+        if seed_id not in self.seeds:
+            for position, extra in enumerate(await self.state.get_extra_seeds()):
+                new_id = len(self.config.seeds) + position
+                orig = self.seeds.get(int(extra.get("origSeedId", 0)), self.seeds[0])
+                self.seeds.setdefault(new_id, self._extra_seed(new_id, orig, extra["newUrl"]))
+        return self.seeds.get(seed_id) or self.seeds[0]
+
+    # requisites
+
+    async def fetch_requisites(self, urls: list[str]) -> None:
+        fresh = await self.state.new_assets(urls)
+        if fresh:
+            await asyncio.gather(*(self._fetch_requisite(url) for url in fresh))
+
+    async def _fetch_requisite(self, url: str) -> None:
+        async with self._asset_slots:
+            try:
+                fetched = await self.fetcher.fetch(url)
+            except FetchError as exc:
+                logger.warning("requisite failed: %s (%s)", url, exc)
+                return
+        self.write(fetched)
+        if fetched.mime == "text/css" and fetched.status < 400:
+            await self.fetch_requisites(extract_css(fetched.decoded_body(), url))
+
+    # controls: commands, messages, limits
+
+    async def _control_loop(self) -> None:
+        ticks = 0
+        while True:
+            try:
+                await self.check_controls(check_disk=ticks % 20 == 0)
+            except (RedisError, OSError) as exc:
+                self._abort(exc)
+                return
+            ticks += 1
+            await asyncio.sleep(CONTROL_INTERVAL)
+
+    async def check_controls(self, check_disk: bool = False) -> None:
+        commands = await self.state.read_commands()
+        if commands.canceled:
+            self.request_stop(StopReason.CANCELED)
+        elif commands.stopping:
+            self.request_stop(StopReason.STOPPING)
+        elif commands.paused:
+            self.request_stop(StopReason.PAUSED)
+        elif commands.stop_one:
+            self.request_stop(StopReason.STOP_ONE)
+        for message in await self.state.pop_messages():
+            await self.apply_message(message)
+        if self.config.time_limit and time.monotonic() - self.started >= self.config.time_limit:
+            self.request_stop(StopReason.TIME_LIMIT)
+        if check_disk and self.config.disk_utilization and self._disk_full():
+            self.request_stop(StopReason.DISK)
+        await self.state.set_size(self.archive_size())
+
+    async def apply_message(self, message: dict) -> None:
+        kind, regex = message.get("type"), message.get("regex")
+        if not isinstance(regex, str):
+            logger.warning("ignoring control message without a regex: %s", message)
+            return
+        try:
+            pattern = re.compile(regex)
+        except re.error:
+            logger.warning("ignoring control message with an invalid regex: %s", regex)
+            return
+        if kind == "addExclusion":
+            self.live_excludes.append(pattern)
+            dropped = await self.state.drop_queued(pattern)
+            logger.info("exclusion %s added; %d queued URL(s) dropped", regex, dropped)
+        elif kind == "removeExclusion":
+            self.live_excludes = [p for p in self.live_excludes if p.pattern != regex]
+            logger.info("exclusion %s removed", regex)
+        else:
+            logger.warning("ignoring control message of unknown type %r", kind)
+
+    def _disk_full(self) -> bool:
+        self.collection_dir.mkdir(parents=True, exist_ok=True)
+        percent = disk_usage_percent(self.collection_dir)
+        if percent > self.config.disk_utilization:
+            logger.error("disk utilization %.1f%% is above %d%%", percent,
+                         self.config.disk_utilization)
+            return True
+        return False
+
+    def archive_size(self) -> int:
+        """Bytes of this instance's WARC files (all sessions) in archive/."""
+        own = safe_instance_id(self.state.instance_id)
+        total = 0
+        for path in warc_files(self.collection_dir):
+            if warc_instance(path.name) == own:
+                try:
+                    total += path.stat().st_size
+                except FileNotFoundError:
+                    continue
+        return total

@@ -1,0 +1,117 @@
+"""WARC output: one gzipped file per instance and session, request and response records."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from io import BytesIO
+from pathlib import Path
+
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from archiver_crawler import __version__
+from archiver_crawler.errors import OutOfSpace
+
+logger = logging.getLogger(__name__)
+
+# Headers whose meaning the stored body no longer has (httpx undoes the chunking).
+_RENAMED = {"transfer-encoding"}
+_NAME = re.compile(r"^rec-\d{17}-(.+)-[0-9a-f]{8}\.warc\.gz$")
+
+
+@dataclass
+class Exchange:
+    """One HTTP request and its response, as fetched."""
+
+    url: str
+    method: str
+    request_target: str
+    request_headers: list[tuple[str, str]]
+    http_version: str
+    status: int
+    reason: str
+    response_headers: list[tuple[str, str]]
+    body: bytes
+    date: datetime
+    ip: str | None = None
+
+
+def safe_instance_id(instance_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in instance_id).lower()
+
+
+def warc_instance(name: str) -> str | None:
+    """The instance id part of a WARC name written by WarcFile (rec-<stamp>-<id>-<hex8>)."""
+    match = _NAME.match(name)
+    return match.group(1) if match else None
+
+
+def warc_date(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+class WarcFile:
+    def __init__(self, archive_dir: Path, instance_id: str, collection: str):
+        archive_dir.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S%f")[:17]
+        self.name = f"rec-{stamp}-{safe_instance_id(instance_id)}-{uuid.uuid4().hex[:8]}.warc.gz"
+        self.path = archive_dir / self.name
+        self._fh = open(self.path, "xb")  # noqa: SIM115 - kept open for the whole session
+        self._writer = WARCWriter(self._fh, gzip=True)
+        self._guard(self._write_warcinfo, collection)
+
+    @property
+    def size(self) -> int:
+        return self._fh.tell()
+
+    def _guard(self, fn, *args) -> None:
+        try:
+            fn(*args)
+            self._fh.flush()
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise OutOfSpace(f"no space left writing {self.path}") from exc
+            raise
+
+    def _write_warcinfo(self, collection: str) -> None:
+        info = {"software": f"archiver-crawler {__version__}", "format": "WARC File Format 1.1",
+                "isPartOf": collection}
+        self._writer.write_record(self._writer.create_warcinfo_record(self.name, info))
+
+    def write(self, ex: Exchange) -> None:
+        self._guard(self._write_exchange, ex)
+
+    def _write_exchange(self, ex: Exchange) -> None:
+        date = warc_date(ex.date)
+        headers = [(f"X-Archive-Orig-{k}" if k.lower() in _RENAMED else k, v)
+                   for k, v in ex.response_headers]
+        status_line = f"{ex.status} {ex.reason}".strip()
+        response = self._writer.create_warc_record(
+            ex.url, "response", payload=BytesIO(ex.body),
+            http_headers=StatusAndHeaders(status_line, headers, protocol=ex.http_version),
+            warc_headers_dict=_warc_headers(date, ex.ip))
+        request = self._writer.create_warc_record(
+            ex.url, "request", payload=BytesIO(b""),
+            http_headers=StatusAndHeaders(f"{ex.method} {ex.request_target} {ex.http_version}",
+                                          ex.request_headers, is_http_request=True),
+            warc_headers_dict=_warc_headers(date, ex.ip))
+        request.rec_headers.add_header("WARC-Concurrent-To",
+                                       response.rec_headers.get_header("WARC-Record-ID"))
+        self._writer.write_record(response)
+        self._writer.write_record(request)
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+
+def _warc_headers(date: str, ip: str | None) -> dict[str, str]:
+    headers = {"WARC-Date": date}
+    if ip:
+        headers["WARC-IP-Address"] = ip
+    return headers
