@@ -1,0 +1,69 @@
+"""`archiver add URL...`: queue a crawl of these seeds."""
+
+from __future__ import annotations
+
+from django.core.management.base import CommandError
+
+from crawls import wake
+from crawls.cli import ArchiverCommand, duration_arg, int_arg, parse_crawl_config, size_arg
+from crawls.lease import db_now
+from crawls.models import Crawl, Org
+
+SCOPES = ("page", "page-spa", "prefix", "host", "domain", "any", "custom")
+MAX_TAG_LENGTH = 100
+
+
+class Command(ArchiverCommand):
+    help = "Queue a crawl of one or more seed URLs; prints the new crawl's id."
+
+    def add_arguments(self, parser):
+        parser.add_argument("urls", nargs="+", metavar="URL", help="http:// or https:// seed URLs")
+        parser.add_argument("--depth", type=int_arg, default=-1, help="link depth; -1 = unlimited")
+        parser.add_argument("--limit", type=int_arg, dest="page_limit", metavar="PAGES",
+                            help="stop after this many pages")
+        parser.add_argument("--size-limit", type=size_arg, metavar="SIZE",
+                            help="stop at this size: 500MB, 2GiB or bytes")
+        parser.add_argument("--time-limit", type=duration_arg, metavar="DURATION",
+                            help="stop after this running time: 90s, 30m, 2h or seconds")
+        parser.add_argument("--scope", choices=SCOPES, default="prefix", dest="scope_type")
+        parser.add_argument("--include", action="append", default=[], metavar="RX",
+                            help="regex of URLs to include (repeatable)")
+        parser.add_argument("--exclude", action="append", default=[], metavar="RX",
+                            help="regex of URLs to exclude (repeatable)")
+        parser.add_argument("--workers", type=int_arg, default=1, help="browser workers per instance")
+        parser.add_argument("--scale", type=int_arg, default=1, help="crawler instances")
+        parser.add_argument("--extra-hops", type=int_arg, default=0, help="hops beyond the scope")
+        parser.add_argument("--user-agent", metavar="UA")
+        parser.add_argument("--use-robots", action="store_true", help="obey robots.txt")
+        parser.add_argument("--org", default="default", metavar="SLUG")
+        parser.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")
+        parser.add_argument("--json", action="store_true", help="print the crawl as JSON")
+
+    def run(self, *, urls, org, tags, json, **options):
+        config = parse_crawl_config({
+            "seeds": urls,
+            **{name: options[name] for name in (
+                "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include",
+                "exclude", "workers", "scale", "extra_hops", "user_agent", "use_robots",
+            )},
+        })
+        crawl = Crawl.create(find_org(org), config, tags=check_tags(tags), now=db_now())
+        wake.nudge()
+        if json:
+            self.write_json(crawl.summary())
+        else:
+            self.stdout.write(crawl.id)
+
+
+def find_org(slug: str) -> Org:
+    try:
+        return Org.objects.get(slug=slug)
+    except Org.DoesNotExist:
+        raise CommandError(f"no org {slug!r} (create it with: archiver org set {slug})") from None
+
+
+def check_tags(tags: list[str]) -> list[str]:
+    for tag in tags:
+        if not tag.strip() or len(tag) > MAX_TAG_LENGTH:
+            raise CommandError(f"--tag {tag!r}: a tag is 1 to {MAX_TAG_LENGTH} characters")
+    return list(dict.fromkeys(tag.strip() for tag in tags))

@@ -1,0 +1,118 @@
+"""`archiver org set|list`: organisations and their quotas."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import CommandError
+from django.core.validators import validate_slug
+from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
+from rich.table import Table
+
+from crawls.cli import ArchiverCommand, OneLineParser, optional_quota, whole_number
+from crawls.config import MAX_SIZE, human_size, parse_size
+from crawls.lease import db_now
+from crawls.models import CrawlStatus, Org, OrgUsage, month_start
+
+# How each quota option is read; `none` clears any of them (unlimited).
+QUOTAS = {
+    "max_concurrent_crawls": optional_quota(whole_number, high=10_000),
+    "storage_quota": optional_quota(parse_size, high=MAX_SIZE),
+    "exec_minutes": optional_quota(whole_number, high=10**9),
+    "max_pages": optional_quota(whole_number, high=100_000_000),
+}
+FIELD_FOR_OPTION = {
+    "max_concurrent_crawls": "max_concurrent_crawls",
+    "storage_quota": "storage_quota_bytes",
+    "exec_minutes": "exec_minutes_quota",
+    "max_pages": "max_pages_per_crawl",
+}
+UNSET = object()
+
+
+class Command(ArchiverCommand):
+    help = "Create or update an org and its quotas (org set), or list orgs with usage (org list)."
+
+    def add_arguments(self, parser):
+        actions = parser.add_subparsers(dest="action", required=True, metavar="{set,list}",
+                                        parser_class=OneLineParser)
+        setter = actions.add_parser("set", help="create or update an org")
+        setter.add_argument("slug", metavar="SLUG")
+        setter.add_argument("--name")
+        setter.add_argument("--max-concurrent-crawls", type=QUOTAS["max_concurrent_crawls"],
+                            default=UNSET, metavar="N")
+        setter.add_argument("--storage-quota", type=QUOTAS["storage_quota"], default=UNSET,
+                            metavar="SIZE", help="500GB, 2TiB, bytes, or none")
+        setter.add_argument("--exec-minutes", type=QUOTAS["exec_minutes"], default=UNSET,
+                            metavar="N", help="crawler minutes per month, or none")
+        setter.add_argument("--max-pages", type=QUOTAS["max_pages"], default=UNSET,
+                            metavar="N", help="pages per crawl, or none")
+        lister = actions.add_parser("list", help="list orgs with their usage")
+        lister.add_argument("--json", action="store_true")
+
+    def run(self, *, action, **options):
+        if action == "set":
+            self.set_org(**options)
+        else:
+            self.list_orgs(options["json"])
+
+    def set_org(self, *, slug, name, **options):
+        try:
+            validate_slug(slug)
+        except ValidationError:
+            raise CommandError(f"{slug!r} is not a slug (letters, digits, - and _)") from None
+        if name is not None and len(name) > Org._meta.get_field("name").max_length:
+            raise CommandError("--name is longer than 200 characters")
+        changes = {
+            FIELD_FOR_OPTION[option]: options[option]
+            for option in FIELD_FOR_OPTION if options[option] is not UNSET
+        }
+        if name is not None:
+            changes["name"] = name
+        org, created = Org.objects.update_or_create(slug=slug, defaults=changes)
+        self.stdout.write(f"{'created' if created else 'updated'} org {org.slug}")
+
+    def list_orgs(self, as_json: bool):
+        orgs = orgs_with_usage(db_now())
+        if as_json:
+            self.write_json([org_summary(org) for org in orgs])
+            return
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for column in ("SLUG", "NAME", "ACTIVE", "STORED", "EXEC MIN (MONTH)", "MAX CRAWLS", "MAX PAGES"):
+            table.add_column(column, no_wrap=True)
+        for org in orgs:
+            table.add_row(
+                org.slug, org.name,
+                f"{org.active_count}",
+                used_of(human_size(org.bytes_stored), org.storage_quota_bytes and human_size(org.storage_quota_bytes)),
+                used_of(f"{org.month_seconds / 60:.0f}", org.exec_minutes_quota),
+                str(org.max_concurrent_crawls or "-"), str(org.max_pages_per_crawl or "-"),
+            )
+        self.render(table)
+
+
+def used_of(used: str, quota) -> str:
+    return f"{used} / {quota}" if quota else used
+
+
+def orgs_with_usage(now):
+    this_month = OrgUsage.objects.filter(org=OuterRef("pk"), month=month_start(now))
+    return list(Org.objects.annotate(
+        active_count=Count("crawls", filter=Q(crawls__status__in=CrawlStatus.ACTIVE)),
+        month_seconds=Coalesce(Subquery(this_month.values("exec_seconds")[:1]), Value(0.0),
+                               output_field=FloatField()),
+    ).order_by("slug"))
+
+
+def org_summary(org: Org) -> dict:
+    return {
+        "slug": org.slug,
+        "name": org.name,
+        "max_concurrent_crawls": org.max_concurrent_crawls,
+        "storage_quota_bytes": org.storage_quota_bytes,
+        "exec_minutes_quota": org.exec_minutes_quota,
+        "max_pages_per_crawl": org.max_pages_per_crawl,
+        "bytes_stored": org.bytes_stored,
+        "exec_minutes_this_month": round(org.month_seconds / 60, 2),
+        "active_crawls": org.active_count,
+    }

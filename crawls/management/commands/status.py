@@ -1,0 +1,193 @@
+"""`archiver status [ID]`: a table of recent and active crawls, or one crawl in detail."""
+
+from __future__ import annotations
+
+from django.core.management.base import CommandError
+from django.db.models import Prefetch
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from crawls.cli import ArchiverCommand, age, duration, int_arg, progress_bar
+from crawls.config import human_size
+from crawls.lease import db_now
+from crawls.models import Crawl, CrawlFile, CrawlStatus
+
+STATE_STYLE = {
+    **dict.fromkeys(CrawlStatus.RUNNING_STATES, "green"),
+    **dict.fromkeys(CrawlStatus.NOT_STARTED, "cyan"),
+    CrawlStatus.PAUSED: "yellow",
+    CrawlStatus.COMPLETE: "bold green",
+    CrawlStatus.FAILED: "red",
+    CrawlStatus.CANCELED: "dim",
+}
+GROUPS = {"active": CrawlStatus.ACTIVE, "final": CrawlStatus.FINAL}
+LOG_LINES = 20
+
+
+class Command(ArchiverCommand):
+    help = "Show recent and active crawls, or one crawl in detail."
+
+    def add_arguments(self, parser):
+        parser.add_argument("id", nargs="?", metavar="ID", help="show this crawl (id or unique prefix)")
+        parser.add_argument("--json", action="store_true", help="print crawl summaries as JSON")
+        parser.add_argument("--all", action="store_true", help="every crawl, not only recent ones")
+        parser.add_argument("--limit", type=int_arg, default=20, metavar="N",
+                            help="finished crawls to show besides the active ones (default 20)")
+        parser.add_argument("--state", choices=[*CrawlStatus.values, *GROUPS], metavar="S",
+                            help="only crawls in this state (or: active, final)")
+
+    def run(self, *, id, json, all, limit, state, **options):
+        if limit < 1:
+            raise CommandError(f"--limit {limit}: must be 1 or more")
+        now = db_now()
+        if id:
+            crawl = Crawl.objects.select_related("org").by_prefix(id)
+            if json:
+                self.write_json(crawl.summary())
+            else:
+                self.render(*detail(crawl, now))
+            return
+        crawls = listed_crawls(state, None if all else limit)
+        if json:
+            self.write_json([crawl.summary() for crawl in crawls])
+        else:
+            self.render(crawl_table(crawls, now))
+
+
+def listed_crawls(state: str | None, limit: int | None) -> list[Crawl]:
+    """Newest first: with a state, up to `limit` of them; else every active crawl plus
+    the `limit` most recent others."""
+    crawls = Crawl.objects.select_related("org").prefetch_related(
+        Prefetch("files", queryset=CrawlFile.objects.order_by("created_at"))
+    ).order_by("-created_at", "-id")
+    if state:
+        chosen = crawls.filter(status__in=GROUPS.get(state, [state]))
+        return list(chosen[:limit] if limit else chosen)
+    others = crawls.exclude(status__in=CrawlStatus.ACTIVE)
+    rows = list(crawls.filter(status__in=CrawlStatus.ACTIVE)) + list(others[:limit] if limit else others)
+    return sorted(rows, key=lambda crawl: crawl.created_at, reverse=True)
+
+
+def state_text(crawl: Crawl) -> Text:
+    text = Text(crawl.status, style=STATE_STYLE.get(crawl.status, ""))
+    if crawl.intent:
+        text.append(f" ({crawl.intent} requested)", style="italic")
+    return text
+
+
+def reason(crawl: Crawl) -> str:
+    """Why it waits, why it stopped, or the first line of its error."""
+    if crawl.waiting_reason or crawl.stop_reason:
+        return crawl.waiting_reason or crawl.stop_reason
+    return crawl.error.splitlines()[0] if crawl.error.strip() else ""
+
+
+def crawl_table(crawls: list[Crawl], now) -> Table | Text:
+    if not crawls:
+        return Text("no crawls")
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("ID", "STATE", "PAGES", "SIZE", "REASON", "ORG", "AGE", "SEED"):
+        table.add_column(column, no_wrap=column != "SEED", overflow="ellipsis")
+    for crawl in crawls:
+        table.add_row(
+            crawl.short_id, state_text(crawl), progress_bar(crawl.pages_done, crawl.pages_found),
+            crawl.size_human(), reason(crawl), crawl.org.slug, age(crawl.created_at, now),
+            crawl.seeds[0] + (f" +{len(crawl.seeds) - 1}" if len(crawl.seeds) > 1 else ""),
+        )
+    return table
+
+
+def detail(crawl: Crawl, now) -> list:
+    sections = [
+        overview(crawl, now), limits(crawl), config_table(crawl),
+        files_table(crawl), processes_table(crawl, now), log_lines(crawl),
+    ]
+    spaced = []
+    for section in sections:
+        spaced += [section, Text("")]
+    return spaced[:-1]
+
+
+def key_values(title: str, rows) -> Table:
+    table = Table(box=None, show_header=False, title=title, title_justify="left",
+                  title_style="bold", pad_edge=False)
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, value if isinstance(value, Text) else str(value))
+    return table
+
+
+def overview(crawl: Crawl, now) -> Table:
+    return key_values(f"crawl {crawl.id}", [
+        ("state", state_text(crawl)),
+        ("reason", reason(crawl) or "-"),
+        ("org", crawl.org.slug),
+        ("seeds", "\n".join(crawl.seeds)),
+        ("tags", ", ".join(crawl.tags) or "-"),
+        ("pages", f"{progress_bar(crawl.pages_done, crawl.pages_found)} ({crawl.pages_failed} failed)"),
+        ("size", crawl.size_human()),
+        ("running time", duration(crawl.elapsed_seconds)),
+        ("execution time", duration(crawl.exec_seconds)),
+        ("attempts", crawl.attempts),
+        ("created", f"{crawl.created_at:%Y-%m-%d %H:%M:%S} ({age(crawl.created_at, now)} ago)"),
+        ("started", f"{crawl.started_at:%Y-%m-%d %H:%M:%S}" if crawl.started_at else "-"),
+        ("finished", f"{crawl.finished_at:%Y-%m-%d %H:%M:%S}" if crawl.finished_at else "-"),
+    ])
+
+
+def limits(crawl: Crawl) -> Table:
+    config = crawl.config
+    page_limit = crawl.effective_page_limit()
+
+    def used(value: str, limit: str | None) -> str:
+        return f"{value} of {limit}" if limit else f"{value} (no limit)"
+
+    return key_values("limits", [
+        ("pages", used(str(crawl.pages_done), page_limit and str(page_limit))),
+        ("size", used(crawl.size_human(), config.get("size_limit") and human_size(config["size_limit"]))),
+        ("time", used(duration(crawl.elapsed_seconds), config.get("time_limit") and duration(config["time_limit"]))),
+    ])
+
+
+def config_table(crawl: Crawl) -> Table:
+    shown = {key: value for key, value in crawl.config.items() if key != "seeds"}
+    return key_values("config", [(key, value if value not in (None, []) else "-") for key, value in shown.items()])
+
+
+def files_table(crawl: Crawl) -> Table | Text:
+    files = list(crawl.files.order_by("created_at"))
+    if not files:
+        return Text("files: none yet", style="dim")
+    table = Table(title="files", title_justify="left", title_style="bold", box=None, pad_edge=False)
+    for column in ("PATH", "SIZE", "SHA256"):
+        table.add_column(column, no_wrap=True)
+    for file in files:
+        table.add_row(file.path, human_size(file.size), file.sha256[:16])
+    return table
+
+
+def processes_table(crawl: Crawl, now) -> Table | Text:
+    processes = list(crawl.processes.order_by("-created_at")[:20])
+    if not processes:
+        return Text("processes: none", style="dim")
+    table = Table(title="processes", title_justify="left", title_style="bold", box=None, pad_edge=False)
+    for column in ("HOST", "LAUNCHER", "STATUS", "EXIT", "STARTED", "ENDED"):
+        table.add_column(column, no_wrap=True)
+    for process in reversed(processes):
+        exit_text = "-" if process.exit_code is None else f"{process.exit_code} {process.exit_reason}".strip()
+        table.add_row(process.hostname, process.launcher, process.status, exit_text,
+                      age(process.started_at, now), age(process.ended_at, now))
+    return table
+
+
+def log_lines(crawl: Crawl) -> Group | Text:
+    lines = list(crawl.logs.order_by("-id")[:LOG_LINES])
+    if not lines:
+        return Text("log: empty", style="dim")
+    rendered = [Text(f"log (last {len(lines)})", style="bold")]
+    for line in reversed(lines):
+        style = "red" if line.level in ("error", "fatal") else ""
+        rendered.append(Text(f"{line.created_at:%H:%M:%S} {line.level:<7} {line.source}: {line.message}", style=style))
+    return Group(*rendered)
