@@ -296,14 +296,19 @@ class Crawl(Leased):
                     event: str | None = None, **fields) -> bool:
         """Set status `to` only from `allowed` (and with our token); False if refused."""
         fields = {"status": to, "updated_at": now, **fields}
+        fence = token is None and "lease_owner" in fields
         with transaction.atomic():
             rows = Crawl.objects.filter(pk=self.pk, status__in=allowed)
             if token is not None:
                 rows = rows.filter(lease_token=token)
-            if not rows.update(**fields):
+            # A user transition takes the row from any runner holding it: bump the fencing
+            # token, so that runner's renew/release cannot overwrite our retry_at.
+            if not rows.update(**fields, **({"lease_token": F("lease_token") + 1} if fence else {})):
                 return False
             for name, value in fields.items():
                 setattr(self, name, value)
+            if fence:
+                self.refresh_from_db(fields=["lease_token"])
             if event:
                 self.emit(event, now)
         return True
@@ -680,6 +685,23 @@ class DeliveryStatus(models.TextChoices):
     FAILED = "failed"  # dead letter: attempts exhausted or refused for good; can be replayed
 
 
+DeliveryStatus.OPEN = (DeliveryStatus.PENDING, DeliveryStatus.DELIVERING)
+
+
+class DeliveryQuerySet(LeaseQuerySet):
+    def open(self):
+        """Deliveries without an outcome yet: the only ones a deliverer may claim."""
+        return self.filter(status__in=DeliveryStatus.OPEN)
+
+    def counts(self) -> dict[str, int]:
+        """Deliveries per status and in total; every delivery is in exactly one status."""
+        counts = dict.fromkeys(DeliveryStatus.values, 0)
+        for row in self.order_by().values("status").annotate(n=models.Count("pk")):
+            counts[row["status"]] = row["n"]
+        counts["total"] = sum(counts.values())
+        return counts
+
+
 class WebhookDelivery(Leased):
     """The outbox: one event to one webhook, until it ends in exactly one outcome."""
 
@@ -692,7 +714,7 @@ class WebhookDelivery(Leased):
     created_at = models.DateTimeField(default=timezone.now)
     delivered_at = models.DateTimeField(null=True, blank=True)
 
-    objects = LeaseQuerySet.as_manager()
+    objects = DeliveryQuerySet.as_manager()
 
     class Meta:
         ordering = ["id"]
@@ -701,6 +723,51 @@ class WebhookDelivery(Leased):
 
     def __str__(self) -> str:
         return f"{self.event.name} → webhook {self.webhook_id} ({self.status})"
+
+    # Deliverer transitions, guarded by the lease token: a deliverer whose lease was
+    # taken over changes nothing. Each saves only what it changes.
+
+    def _update(self, token: int | None, allowed, **fields) -> bool:
+        rows = WebhookDelivery.objects.filter(pk=self.pk, status__in=allowed)
+        if token is not None:
+            rows = rows.filter(lease_token=token)
+        if not rows.update(**fields):
+            return False
+        for name, value in fields.items():
+            if not hasattr(value, "resolve_expression"):
+                setattr(self, name, value)
+        return True
+
+    def begin_attempt(self, token: int) -> bool:
+        """Count the attempt before sending, so an attempt cut short by a crash is counted."""
+        if not self._update(token, DeliveryStatus.OPEN, status=DeliveryStatus.DELIVERING,
+                            attempts=F("attempts") + 1):
+            return False
+        self.attempts += 1
+        return True
+
+    def succeed(self, token: int, now: dt.datetime, status_code: int) -> bool:
+        return self._update(token, [DeliveryStatus.DELIVERING], status=DeliveryStatus.SUCCEEDED,
+                            last_status_code=status_code, last_error="", delivered_at=now,
+                            retry_at=None, lease_owner="")
+
+    def retry_later(self, token: int, retry_at: dt.datetime, status_code: int | None, error: str) -> bool:
+        return self._update(token, [DeliveryStatus.DELIVERING], status=DeliveryStatus.PENDING,
+                            last_status_code=status_code, last_error=error, retry_at=retry_at,
+                            lease_owner="")
+
+    def give_up(self, token: int, status_code: int | None, error: str) -> bool:
+        """Dead-letter it: no more attempts until someone replays it."""
+        return self._update(token, DeliveryStatus.OPEN, status=DeliveryStatus.FAILED,
+                            last_status_code=status_code, last_error=error, retry_at=None,
+                            lease_owner="")
+
+    def replay(self, now: dt.datetime) -> None:
+        """A failed delivery starts over: pending, due now, attempts reset, same event."""
+        if not self._update(None, [DeliveryStatus.FAILED], status=DeliveryStatus.PENDING,
+                            attempts=0, retry_at=now, lease_owner="", last_error=""):
+            self.refresh_from_db(fields=["status"])
+            raise NotAllowed(f"cannot replay delivery {self.pk}: it is {self.status}, not failed")
 
 
 def storage_in_progress(org: Org) -> int:
