@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import TYPE_CHECKING
 
 from django.db import models, transaction
 from django.db.models import F, Q, Sum
@@ -16,8 +17,14 @@ from django.utils import timezone
 
 from archiver import conf
 from archiver.errors import NotAllowed
-from crawls.config import CrawlConfig, human_size
+from crawls.config import CrawlConfig, check_regex, human_size
 from crawls.lease import FAR_FUTURE, LeaseQuerySet, Leased, due_index
+
+if TYPE_CHECKING:
+    from crawls.quotas import OrgUsageNow
+
+MAX_SCALE = 8  # crawler instances per crawl, as CrawlConfig.scale allows
+MAX_STALLS = 3  # a crawl that stalls this often fails with stop reason `stalled`
 
 
 def new_id() -> str:
@@ -194,6 +201,10 @@ class Crawl(Leased):
     )
     seeds = models.JSONField(help_text="The URLs the crawl starts from.")
     config = models.JSONField(help_text="The validated CrawlConfig.")
+    config_override = models.JSONField(
+        default=dict, blank=True,
+        help_text="CrawlConfig fields this session replaces (a retry of failed pages).",
+    )
     tags = models.JSONField(default=list, blank=True)
 
     status = models.CharField(max_length=32, choices=CrawlStatus.choices, default=S.QUEUED, db_index=True)
@@ -289,6 +300,125 @@ class Crawl(Leased):
         if page_limit and self.pages_done >= page_limit:
             return StopReason.PAGE_LIMIT
         return None
+
+    # --- lifecycle rules (docs/lifecycle.md; org-wide rules in crawls/quotas.py) -------
+
+    def stop_reason_due(self, usage: OrgUsageNow) -> StopReason | None:
+        """The first reason this crawl must stop now, or None; the runner asks every tick.
+
+        Its own limits first (time, size, pages), then its org's quotas. A failed-pages
+        session is bounded by its list of URLs, so only the quotas apply to it.
+        """
+        reason = None if self.config_override else self.limit_reached()
+        return reason or self.quota_reached(usage)
+
+    def quota_reached(self, usage: OrgUsageNow) -> StopReason | None:
+        """Which quota of its org is used up, given the org's usage now (pure)."""
+        org = self.org
+        if org.storage_quota_bytes is not None and usage.storage_bytes >= org.storage_quota_bytes:
+            return StopReason.STORAGE_QUOTA
+        if org.exec_minutes_quota is not None and usage.exec_seconds >= org.exec_minutes_quota * 60:
+            return StopReason.EXEC_QUOTA
+        return None
+
+    def is_stalled(self, now: dt.datetime, stall_minutes: float) -> bool:
+        """Running, and no page done for `stall_minutes` (before the first: since its start)."""
+        since = self.progress_at or self.started_at
+        return (
+            self.status == S.RUNNING and since is not None
+            and now - since >= dt.timedelta(minutes=stall_minutes)
+        )
+
+    @property
+    def stalls_exhausted(self) -> bool:
+        return self.stalls >= MAX_STALLS
+
+    def record_stall(self, token: int, now: dt.datetime) -> bool:
+        """Count one stall and restart the stall clock; False if the lease or the state moved."""
+        rows = Crawl.objects.filter(pk=self.pk, lease_token=token, status=S.RUNNING, stalls=self.stalls)
+        if not rows.update(stalls=self.stalls + 1, progress_at=now, updated_at=now):
+            return False
+        self.stalls, self.progress_at, self.updated_at = self.stalls + 1, now, now
+        return True
+
+    def pause_expired(self, now: dt.datetime, pause_limit: float) -> bool:
+        """Paused for `pause_limit` seconds or more: it must end as stopped_pause_limit."""
+        return (
+            self.status == S.PAUSED and self.paused_at is not None
+            and now - self.paused_at >= dt.timedelta(seconds=pause_limit)
+        )
+
+    def request_limit_stop(self, reason: str, token: int, now: dt.datetime) -> bool:
+        """Record that a limit or quota stops this crawl gracefully; the first reason stays."""
+        rows = Crawl.objects.filter(pk=self.pk, lease_token=token, status__in=S.RUNNING_STATES,
+                                    stop_reason="").exclude(intent=Intent.CANCEL)
+        if not rows.update(stop_reason=reason, intent=Intent.STOP, updated_at=now):
+            return False
+        self.stop_reason, self.intent, self.updated_at = reason, Intent.STOP, now
+        return True
+
+    def set_scale(self, scale: int, now: dt.datetime) -> None:
+        """Ask for `scale` instances; the runner launches or stops instances to match."""
+        if not 1 <= scale <= MAX_SCALE:
+            raise NotAllowed(f"scale must be from 1 to {MAX_SCALE}, not {scale}")
+        if not Crawl.objects.filter(pk=self.pk, status__in=S.ACTIVE).update(scale=scale, updated_at=now):
+            raise self._refuse("scale")
+        self.scale = scale
+
+    def change_exclusion(self, regex: str, now: dt.datetime, *, remove: bool = False) -> None:
+        """Add (or remove) an exclusion: kept in its config, and sent live to running instances."""
+        check_regex(regex)
+        with transaction.atomic():
+            crawl = Crawl.objects.select_for_update().filter(pk=self.pk, status__in=S.ACTIVE).first()
+            if crawl is None:
+                raise self._refuse("change the exclusions of")
+            excludes = list(crawl.config.get("exclude", []))
+            if remove and regex not in excludes:
+                raise NotAllowed(f"crawl {self.short_id} has no exclusion {regex!r}")
+            if not remove and regex in excludes:
+                raise NotAllowed(f"crawl {self.short_id} already excludes {regex!r}")
+            excludes = [rx for rx in excludes if rx != regex] if remove else [*excludes, regex]
+            self.config = {**crawl.config, "exclude": excludes}
+            Crawl.objects.filter(pk=self.pk).update(config=self.config, updated_at=now)
+            if crawl.has_runtime:
+                kind = "removeExclusion" if remove else "addExclusion"
+                CrawlMessage.objects.create(crawl=self, payload={"type": kind, "regex": regex},
+                                            created_at=now)
+
+    def unsent_messages(self):
+        return self.messages.filter(sent_at__isnull=True).order_by("id")
+
+    def launch_config(self) -> CrawlConfig:
+        """What this session crawls: its config, with a failed-pages override applied."""
+        return CrawlConfig(**{**self.config, **self.config_override})
+
+    def failed_pages(self):
+        return self.snapshots.filter(status=SnapshotStatus.FAILED).order_by("id")
+
+    def retry_failed_pages(self, now: dt.datetime) -> int:
+        """Queue a finished crawl again for exactly its failed pages, into the same archive.
+
+        A new session: the failed snapshots go back to queued, and the override makes them
+        the seeds of a page-scoped, depth-0 crawl. Returns how many pages are retried.
+        """
+        with transaction.atomic():
+            urls = list(self.failed_pages().values_list("url", flat=True))
+            if not urls:
+                self.refresh_from_db()
+                raise NotAllowed(f"crawl {self.short_id} has no failed pages to retry")
+            override = {
+                "seeds": urls, "scope_type": "page", "depth": 0, "extra_hops": 0,
+                "page_limit": len(urls), "size_limit": None, "time_limit": None,
+            }
+            if not self._transition(
+                S.QUEUED, (*S.SUCCESSFUL, S.FAILED), now, event="crawl.queued",
+                config_override=override, attempts=self.attempts + 1, retry_at=now,
+                lease_owner="", intent="", stop_reason="", error="", waiting_reason="",
+                finished_at=None, redis_db=None, stalls=0, progress_at=None, pages_failed=0,
+            ):
+                raise self._refuse("retry the failed pages of")
+            self.failed_pages().update(status=SnapshotStatus.QUEUED, error="")
+        return len(urls)
 
     # --- transitions -----------------------------------------------------------------
 
@@ -571,6 +701,30 @@ class CrawlLog(models.Model):
         return self.message[:80]
 
 
+class CrawlMessage(models.Model):
+    """A live control message for a crawl's running instances, until the runner sends it."""
+
+    crawl = models.ForeignKey(Crawl, on_delete=models.CASCADE, related_name="messages")
+    payload = models.JSONField(help_text="JSON the runner RPUSHes to each instance's <hostname>:msg.")
+    created_at = models.DateTimeField(default=timezone.now)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["crawl"], name="crawlmessage_unsent",
+                                condition=Q(sent_at__isnull=True))]
+
+    def __str__(self) -> str:
+        return f"{self.payload.get('type')} {self.crawl_id[:8]}"
+
+    def mark_sent(self, now: dt.datetime) -> bool:
+        """Sent to every running instance; False if another runner marked it first."""
+        if not CrawlMessage.objects.filter(pk=self.pk, sent_at__isnull=True).update(sent_at=now):
+            return False
+        self.sent_at = now
+        return True
+
+
 class CrawlEvent(models.Model):
     """A transition other systems hear about; written in the transition's transaction."""
 
@@ -778,7 +932,7 @@ def storage_in_progress(org: Org) -> int:
 
 
 __all__ = [
-    "FAR_FUTURE", "Crawl", "CrawlEvent", "CrawlFile", "CrawlLog", "CrawlStatus", "DeliveryStatus",
+    "FAR_FUTURE", "Crawl", "CrawlEvent", "CrawlMessage", "CrawlFile", "CrawlLog", "CrawlStatus", "DeliveryStatus",
     "ExitReason", "Intent", "Org", "OrgUsage", "Process", "ProcessStatus", "RunnerRecord",
     "Schedule", "Snapshot", "SnapshotStatus", "StopReason", "Webhook", "WebhookDelivery",
 ]
