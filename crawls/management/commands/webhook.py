@@ -1,0 +1,169 @@
+"""`archiver webhook add|list|remove|deliveries|replay|test`: where crawl events are POSTed.
+
+A URL is checked with the same SSRF rules the runner applies at delivery (runner.ssrf)
+before anything is written. Secrets are write-only: no subcommand prints one.
+"""
+
+from __future__ import annotations
+
+from django.core.management.base import CommandError
+from rich.table import Table
+
+from archiver.errors import WebhookRefused
+from crawls.cli import ArchiverCommand, OneLineParser, age, int_arg
+from crawls.lease import db_now
+from crawls.models import DeliveryStatus, Org, Webhook, WebhookDelivery
+from crawls.webhooks import clean_events, clean_secret, shown_url
+from runner import ssrf
+
+
+class Command(ArchiverCommand):
+    help = "Add, list and remove webhooks; list, replay and test their deliveries."
+
+    def add_arguments(self, parser):
+        actions = parser.add_subparsers(dest="action", required=True, parser_class=OneLineParser,
+                                        metavar="{add,list,remove,deliveries,replay,test}")
+        add = actions.add_parser("add", help="POST crawl events to URL, signed with a secret")
+        add.add_argument("url", metavar="URL")
+        add.add_argument("--secret", required=True, help="HMAC-SHA256 key receivers verify with")
+        add.add_argument("--events", default="", metavar="A,B",
+                         help="event names, comma-separated (default: every event)")
+        add.add_argument("--org", metavar="SLUG", help="only this org's crawls (default: all orgs)")
+        add.add_argument("--json", action="store_true")
+        lister = actions.add_parser("list", help="list webhooks (never their secrets)")
+        lister.add_argument("--json", action="store_true")
+        remove = actions.add_parser("remove", help="remove a webhook and its deliveries")
+        remove.add_argument("id", type=int_arg, metavar="ID")
+        deliveries = actions.add_parser("deliveries", help="list deliveries, newest first")
+        deliveries.add_argument("--failed", action="store_true", help="only dead letters")
+        deliveries.add_argument("--webhook", type=int_arg, metavar="ID")
+        deliveries.add_argument("--limit", type=int_arg, default=50, metavar="N")
+        deliveries.add_argument("--json", action="store_true")
+        replay = actions.add_parser("replay", help="deliver a failed delivery again, from scratch")
+        replay.add_argument("id", type=int_arg, metavar="DELIVERY_ID")
+        test = actions.add_parser("test", help="POST a signed ping event now and show the answer")
+        test.add_argument("id", type=int_arg, metavar="ID")
+
+    def run(self, *, action, **options):
+        getattr(self, action)(**options)
+
+    def add(self, *, url, secret, events, org, json, **_):
+        secret = clean_secret(secret)
+        names = clean_events(events.split(","))
+        owner = None
+        if org is not None:
+            owner = Org.objects.filter(slug=org).first()
+            if owner is None:
+                raise CommandError(f"no org {org!r} (see `archiver org list`)")
+        check(url)
+        hook = Webhook.objects.create(url=url, secret=secret, events=names, org=owner)
+        if json:
+            self.write_json(webhook_summary(hook))
+        else:
+            self.stdout.write(f"added webhook {hook.pk} → {ssrf.parse_webhook_url(url).where}")
+
+    def list(self, *, json, **_):
+        hooks = Webhook.objects.select_related("org").order_by("id")
+        if json:
+            self.write_json([webhook_summary(hook) for hook in hooks])
+            return
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for column in ("ID", "URL", "EVENTS", "ORG", "ENABLED", "PENDING", "FAILED"):
+            table.add_column(column, no_wrap=True)
+        for hook in hooks:
+            counts = hook.deliveries.counts()
+            table.add_row(str(hook.pk), shown_url(hook.url), ",".join(hook.events) or "all",
+                          hook.org.slug if hook.org else "all", "yes" if hook.enabled else "no",
+                          str(counts["pending"] + counts["delivering"]), str(counts["failed"]))
+        self.render(table)
+
+    def remove(self, *, id, **_):
+        deleted, _ = Webhook.objects.filter(pk=id).delete()
+        if not deleted:
+            raise CommandError(f"no webhook {id}")
+        self.stdout.write(f"removed webhook {id}")
+
+    def deliveries(self, *, failed, webhook, limit, json, **_):
+        rows = WebhookDelivery.objects.select_related("event", "webhook").order_by("-id")
+        if failed:
+            rows = rows.filter(status=DeliveryStatus.FAILED)
+        if webhook is not None:
+            rows = rows.filter(webhook_id=webhook)
+        counts = rows.counts()
+        rows = list(rows[:limit])
+        if json:
+            self.write_json({"counts": counts, "deliveries": [delivery_summary(d) for d in rows]})
+            return
+        now = db_now()
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for column in ("ID", "WEBHOOK", "EVENT", "CRAWL", "STATUS", "ATTEMPTS", "HTTP", "AGE", "LAST ERROR"):
+            table.add_column(column, no_wrap=column != "LAST ERROR")
+        for d in rows:
+            table.add_row(str(d.pk), str(d.webhook_id), d.event.name, d.event.crawl_id[:8], d.status,
+                          str(d.attempts), str(d.last_status_code or "-"), age(d.created_at, now),
+                          d.last_error or "")
+        self.render(table)
+        self.stdout.write(counts_line(counts))
+
+    def replay(self, *, id, **_):
+        delivery = WebhookDelivery.objects.filter(pk=id).first()
+        if delivery is None:
+            raise CommandError(f"no delivery {id}")
+        delivery.replay(db_now())
+        from crawls import wake
+
+        wake.nudge()
+        self.stdout.write(f"delivery {id} is pending again")
+
+    def test(self, *, id, **_):
+        from runner.webhooks import send_ping
+
+        hook = Webhook.objects.filter(pk=id).first()
+        if hook is None:
+            raise CommandError(f"no webhook {id}")
+        outcome = send_ping(hook)
+        if not outcome.succeeded:
+            raise CommandError(f"ping to webhook {id} failed: {outcome.error}")
+        self.stdout.write(f"ping to webhook {id}: HTTP {outcome.status_code}")
+
+
+def check(url: str) -> None:
+    """Refuse a URL the runner would refuse, naming only host:port."""
+    try:
+        ssrf.check_url(url)
+    except (WebhookRefused, OSError) as exc:  # OSError: the name does not resolve
+        raise CommandError(f"refused: {exc}") from None
+
+
+def webhook_summary(hook: Webhook) -> dict:
+    return {
+        "id": hook.pk,
+        "url": shown_url(hook.url),
+        "events": hook.events,
+        "org": hook.org.slug if hook.org else None,
+        "enabled": hook.enabled,
+        "created_at": hook.created_at.isoformat(),
+        "deliveries": hook.deliveries.counts(),
+    }
+
+
+def delivery_summary(d: WebhookDelivery) -> dict:
+    return {
+        "id": d.pk,
+        "webhook": d.webhook_id,
+        "event": d.event.name,
+        "event_id": str(d.event.event_id),
+        "crawl": d.event.crawl_id,
+        "status": d.status,
+        "attempts": d.attempts,
+        "last_status_code": d.last_status_code,
+        "last_error": d.last_error or None,
+        "retry_at": d.retry_at.isoformat() if d.retry_at else None,
+        "created_at": d.created_at.isoformat(),
+        "delivered_at": d.delivered_at.isoformat() if d.delivered_at else None,
+    }
+
+
+def counts_line(counts: dict[str, int]) -> str:
+    parts = ", ".join(f"{counts[status]} {status}" for status in DeliveryStatus.values)
+    return f"{counts['total']} deliveries: {parts}"

@@ -1,0 +1,400 @@
+"""Which webhook URLs archiver may call, and a connection that goes only where it checked.
+
+A webhook URL is checked in two steps. `parse_webhook_url` looks at the text alone: http(s)
+only, no credentials, a well-formed host, IPv4 written in any of the forms C libraries
+accept (`2130706433`, `0x7f.1`, `017700000001`) turned into the address it really means.
+`check_url` then applies the settings and resolves the host ONCE: every address must be
+globally routable unicast, unless the exact `host:port` is in ARCHIVER_WEBHOOK_ALLOW_HOSTS
+(a named receiver for development and tests, allowed over plain http too). The result, a
+`Destination`, carries the validated addresses, and `PinnedTransport` connects to them
+with the original Host header and TLS server name, so DNS cannot change the answer
+between the check and the connection. Redirects are never followed.
+
+Error messages and logs name only `host:port`: a URL's path and query may hold a token.
+The policy half of this module is pure (no Django), so the admin and the `webhook`
+command refuse a bad URL at the door with the same rules the runner applies at delivery.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import logging
+import socket
+import ssl
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from archiver import conf
+from archiver.errors import ConfigError, WebhookRefused
+
+log = logging.getLogger(__name__)
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], list[str]]
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+ALLOW_HOSTS = "ARCHIVER_WEBHOOK_ALLOW_HOSTS"
+ALLOW_DOMAINS = "ARCHIVER_WEBHOOK_ALLOW_DOMAINS"
+
+_V4 = ipaddress.IPv4Network
+_V6 = ipaddress.IPv6Network
+
+# Ordered: a narrower block comes before the wider one that contains it.
+BLOCKED_IPV4 = (
+    (_V4("0.0.0.0/8"), "an unspecified ('this network') address"),
+    (_V4("10.0.0.0/8"), "a private address"),
+    (_V4("100.64.0.0/10"), "a shared (carrier-grade NAT) address"),
+    (_V4("127.0.0.0/8"), "a loopback address"),
+    (_V4("169.254.0.0/16"), "a link-local address"),
+    (_V4("172.16.0.0/12"), "a private address"),
+    (_V4("192.0.0.0/24"), "an IETF protocol assignment"),
+    (_V4("192.0.2.0/24"), "a documentation address"),
+    (_V4("192.88.99.0/24"), "a 6to4 relay anycast address"),
+    (_V4("192.168.0.0/16"), "a private address"),
+    (_V4("198.18.0.0/15"), "a benchmarking address"),
+    (_V4("198.51.100.0/24"), "a documentation address"),
+    (_V4("203.0.113.0/24"), "a documentation address"),
+    (_V4("224.0.0.0/4"), "a multicast address"),
+    (_V4("255.255.255.255/32"), "the broadcast address"),
+    (_V4("240.0.0.0/4"), "a reserved address"),
+)
+
+BLOCKED_IPV6 = (
+    (_V6("::/128"), "an unspecified address"),
+    (_V6("::1/128"), "a loopback address"),
+    (_V6("::/96"), "an IPv4-compatible address (deprecated)"),
+    (_V6("64:ff9b:1::/48"), "a local-use NAT64 address"),
+    (_V6("100::/64"), "a discard-only address"),
+    (_V6("2001::/32"), "a Teredo tunnel address"),
+    (_V6("2001:2::/48"), "a benchmarking address"),
+    (_V6("2001:10::/28"), "an ORCHID address"),
+    (_V6("2001:20::/28"), "an ORCHID address"),
+    (_V6("2001:db8::/32"), "a documentation address"),
+    (_V6("3fff::/20"), "a documentation address"),
+    (_V6("5f00::/16"), "a segment-routing address"),
+    (_V6("fc00::/7"), "a unique-local (private) address"),
+    (_V6("fe80::/10"), "a link-local address"),
+    (_V6("fec0::/10"), "a site-local address (deprecated)"),
+    (_V6("ff00::/8"), "a multicast address"),
+)
+GLOBAL_UNICAST_V6 = _V6("2000::/3")
+NAT64_WELL_KNOWN = _V6("64:ff9b::/96")
+
+
+@dataclass(frozen=True)
+class WebhookURL:
+    """A URL that passed the text-only checks. `ip` is set when the host is a literal."""
+
+    scheme: str
+    host: str
+    port: int
+    target: str  # path and query, as sent on the request line
+    ip: IPAddress | None = None
+
+    @property
+    def where(self) -> str:
+        """`host:port`, the only part of a URL that logs and errors may show."""
+        return where(self.host, self.port)
+
+
+@dataclass(frozen=True)
+class Destination:
+    """A checked URL and the addresses it may be connected to, in resolver order."""
+
+    url: WebhookURL
+    addresses: tuple[str, ...]
+    allowed_host: bool = False  # named in ARCHIVER_WEBHOOK_ALLOW_HOSTS
+
+    @property
+    def where(self) -> str:
+        return self.url.where
+
+
+class ResolutionFailed(OSError):
+    """The host name did not resolve; may succeed later (DNS is down, record not yet there)."""
+
+
+def where(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+# --- the text of the URL -------------------------------------------------------------------
+
+
+def parse_webhook_url(url: str) -> WebhookURL:
+    """Check what can be checked without the network; WebhookRefused says what is wrong."""
+    if not isinstance(url, str) or not url.strip():
+        raise WebhookRefused("the webhook URL is empty")
+    if any(ord(c) < 33 or ord(c) == 127 for c in url):
+        raise WebhookRefused("the webhook URL contains spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise WebhookRefused("the webhook URL is not a valid URL (bad host or port)") from None
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS:
+        raise WebhookRefused("the webhook URL must start with https:// (or http:// for an allowed host)")
+    if "@" in parts.netloc:
+        raise WebhookRefused("credentials in the webhook URL are not allowed; use the secret")
+    if not parts.hostname:
+        raise WebhookRefused("the webhook URL has no host")
+    host, ip = _parse_host(parts.hostname)
+    port = port if port is not None else DEFAULT_PORTS[scheme]
+    if port == 0:
+        raise WebhookRefused(f"port 0 is not a valid port ({where(host, port)})")
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return WebhookURL(scheme=scheme, host=host, port=port, target=target, ip=ip)
+
+
+def _parse_host(raw: str) -> tuple[str, IPAddress | None]:
+    """The normalised host, and its address when it is an IP literal in any spelling."""
+    if ":" in raw:
+        try:
+            ip = ipaddress.IPv6Address(raw)
+        except ValueError:
+            raise WebhookRefused("the webhook URL's host is not a valid IPv6 address") from None
+        return str(ip), ip
+    host = raw.rstrip(".") if raw != "." else raw
+    try:
+        host = host.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        raise WebhookRefused("the webhook URL's host is not a valid domain name") from None
+    ip = parse_ipv4(host)
+    if ip is not None:
+        return str(ip), ip
+    labels = host.split(".")
+    if not all(labels) or not all(label.replace("-", "").replace("_", "").isalnum() for label in labels):
+        raise WebhookRefused("the webhook URL's host is not a valid domain name")
+    return host, None
+
+
+def parse_ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """An IPv4 address in any form inet_aton() accepts, or None if `host` is a name.
+
+    Follows the URL standard: a host whose last label is a number is an address
+    (`2130706433`, `0x7f.1`, `017700000001`, `127.1`), and one that is not a valid
+    address is refused rather than sent to a resolver that might read it differently.
+    """
+    labels = host.split(".")
+    if len(labels) > 1 and labels[-1] == "":
+        labels.pop()
+    if not (labels[-1].isdigit() or _number(labels[-1]) is not None):
+        return None
+    numbers = [_number(label) for label in labels]
+    if len(labels) > 4 or None in numbers:
+        raise WebhookRefused(f"the webhook URL's host {host!r} is not a valid IPv4 address")
+    *head, last = numbers
+    if any(n > 255 for n in head) or last >= 256 ** (5 - len(numbers)):
+        raise WebhookRefused(f"the webhook URL's host {host!r} is not a valid IPv4 address")
+    value = last
+    for index, number in enumerate(head):
+        value += number << (8 * (3 - index))
+    return ipaddress.IPv4Address(value)
+
+
+def _number(label: str) -> int | None:
+    if label[:2].lower() == "0x":
+        digits, base = label[2:], 16
+        if digits == "":
+            return 0
+    elif len(label) > 1 and label.startswith("0"):
+        digits, base = label[1:], 8
+    else:
+        digits, base = label, 10
+    if not digits or not all(c in "0123456789abcdef"[:base] for c in digits.lower()):
+        return None
+    return int(digits, base)
+
+
+# --- addresses ----------------------------------------------------------------------------
+
+
+def address_problem(ip: IPAddress) -> str | None:
+    """Why `ip` is not a globally routable unicast address, or None if it is one."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        return _ipv6_problem(ip)
+    for network, reason in BLOCKED_IPV4:
+        if ip in network:
+            return reason
+    return None if ip.is_global else "not a globally routable address"
+
+
+def _ipv6_problem(ip: ipaddress.IPv6Address) -> str | None:
+    if ip.scope_id:
+        return "a scoped (link-local) address"
+    embedded = embedded_ipv4(ip)
+    if embedded is not None:
+        # Traffic to these ends at the embedded IPv4 address, so that is what is judged.
+        problem = address_problem(embedded)
+        return f"embeds {embedded}, {problem}" if problem else None
+    for network, reason in BLOCKED_IPV6:
+        if ip in network:
+            return reason
+    if ip not in GLOBAL_UNICAST_V6:
+        return "a reserved address (outside 2000::/3)"
+    return None if ip.is_global else "not a globally routable address"
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv4-mapped, NAT64 (64:ff9b::/96) or 6to4 address stands for."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in NAT64_WELL_KNOWN:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip.sixtofour
+
+
+# --- settings -----------------------------------------------------------------------------
+
+
+def allowed_hosts(entries: Iterable[str]) -> frozenset[tuple[str, int]]:
+    """ARCHIVER_WEBHOOK_ALLOW_HOSTS as (host, port) pairs; a malformed entry is a ConfigError."""
+    pairs = set()
+    for entry in entries:
+        host, sep, port = entry.strip().rpartition(":")
+        host = host.strip("[]").lower()
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"{ALLOW_HOSTS}: {entry!r} is not host:port (e.g. 127.0.0.1:8765)")
+        try:
+            host, _ = _parse_host(host)
+        except WebhookRefused:
+            raise ConfigError(f"{ALLOW_HOSTS}: {entry!r} does not name a valid host") from None
+        pairs.add((host, int(port)))
+    return frozenset(pairs)
+
+
+def domain_allowed(host: str, domains: Iterable[str]) -> bool:
+    """Whether `host` is one of `domains` or a subdomain of one."""
+    return any(host == d or host.endswith("." + d) for d in (d.strip(".").lower() for d in domains) if d)
+
+
+# --- the check ----------------------------------------------------------------------------
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """Every address the system resolver gives for `host`, in its order, without repeats."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ResolutionFailed(f"cannot resolve {where(host, port)}: {exc}") from None
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+def check_url(url: str, settings: conf.Settings | None = None,
+              resolver: Resolver | None = None) -> Destination:
+    """The destination `url` may be delivered to, or WebhookRefused saying why not.
+
+    ResolutionFailed (an OSError) means the name did not resolve right now.
+    """
+    settings = settings or conf.get()
+    resolver = resolver or system_resolver
+    parsed = parse_webhook_url(url)
+    if (parsed.host, parsed.port) in allowed_hosts(settings.webhook_allow_hosts):
+        return Destination(parsed, _resolve(parsed, resolver), allowed_host=True)
+    if parsed.scheme != "https":
+        raise WebhookRefused(
+            f"{parsed.where}: only https:// webhooks are allowed; plain http needs "
+            f"{ALLOW_HOSTS} to name {parsed.where}"
+        )
+    if parsed.ip is not None:
+        _refuse_address(parsed, parsed.ip)
+    if settings.webhook_allow_domains and not domain_allowed(parsed.host, settings.webhook_allow_domains):
+        raise WebhookRefused(f"{parsed.where}: the host is not in {ALLOW_DOMAINS}")
+    addresses = _resolve(parsed, resolver)
+    for address in addresses:
+        _refuse_address(parsed, ipaddress.ip_address(address))
+    return Destination(parsed, addresses)
+
+
+def _resolve(parsed: WebhookURL, resolver: Resolver) -> tuple[str, ...]:
+    if parsed.ip is not None:
+        return (str(parsed.ip),)
+    addresses = tuple(resolver(parsed.host, parsed.port))
+    if not addresses:
+        raise ResolutionFailed(f"cannot resolve {parsed.where}: no address")
+    for address in addresses:
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            raise ResolutionFailed(f"cannot resolve {parsed.where}: bad answer {address!r}") from None
+    return addresses
+
+
+def _refuse_address(parsed: WebhookURL, ip: IPAddress) -> None:
+    problem = address_problem(ip)
+    if problem:
+        shown = "" if str(ip) == parsed.host else f" resolves to {ip}, which"
+        raise WebhookRefused(
+            f"{parsed.where}{shown} is {problem}; only globally routable addresses may "
+            f"receive webhooks (a local receiver needs {ALLOW_HOSTS}={parsed.where})"
+        )
+
+
+# --- the pinned connection ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
+
+
+class PinnedTransport:
+    """POSTs to a Destination's validated addresses, never to what DNS says now.
+
+    TLS is wrapped around the socket with the URL's host as server name, so SNI and
+    certificate verification are those of the name that was checked. http.client
+    never follows redirects; the caller treats a 3xx as it likes.
+    """
+
+    max_body = 64 * 1024
+
+    def __init__(self, ssl_context: ssl.SSLContext | None = None):
+        self.ssl_context = ssl_context or ssl.create_default_context()
+
+    def post(self, destination: Destination, body: bytes, headers: dict[str, str],
+             timeout: float) -> Response:
+        last_error: OSError | None = None
+        for address in destination.addresses:
+            connection = self._connection(destination, address, timeout)
+            try:
+                connection.request("POST", destination.url.target, body=body, headers=headers)
+                reply = connection.getresponse()
+                reply.read(self.max_body)  # drained so the receiver sees a clean close
+                return Response(reply.status, {k.lower(): v for k, v in reply.getheaders()})
+            except ConnectionRefusedError as exc:
+                # Nothing was sent: the next validated address may answer.
+                last_error = exc
+            finally:
+                connection.close()
+        raise last_error or ConnectionError(f"no address to connect to for {destination.where}")
+
+    def _connection(self, destination: Destination, address: str, timeout: float):
+        url = destination.url
+        if url.scheme == "https":
+            return _PinnedHTTPS(url.host, url.port, address, timeout, self.ssl_context)
+        return _PinnedHTTP(url.host, url.port, address, timeout)
+
+
+class _PinnedHTTP(http.client.HTTPConnection):
+    def __init__(self, host: str, port: int, address: str, timeout: float):
+        super().__init__(host, port, timeout=timeout)
+        self.address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self.address, self.port), self.timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _PinnedHTTPS(http.client.HTTPSConnection):
+    def __init__(self, host: str, port: int, address: str, timeout: float, context: ssl.SSLContext):
+        super().__init__(host, port, timeout=timeout, context=context)
+        self.address = address
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self.address, self.port), self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
