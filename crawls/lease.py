@@ -12,14 +12,15 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from django.db import connection, models, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, models
 from django.utils import timezone
 
 FAR_FUTURE = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
 
 
-def db_now() -> dt.datetime:
+def db_now(using: str = DEFAULT_DB_ALIAS) -> dt.datetime:
     """The clock every runner agrees on: the database's on PostgreSQL, ours on SQLite."""
+    connection = connections[using]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT clock_timestamp()")
@@ -39,23 +40,42 @@ class LeaseQuerySet(models.QuerySet):
 
     def claim(self, owner: str, now: dt.datetime, lease_seconds: float, limit: int = 1,
               order_by: tuple[str, ...] = ("retry_at", "created_at")) -> list[Claim]:
-        """Claim up to `limit` due rows of this queryset for `owner`; returns what we won."""
-        table = self.model._meta.db_table
-        expiry = now + dt.timedelta(seconds=lease_seconds)
-        with transaction.atomic(using=self.db):
-            candidates = self.due(now).order_by(*order_by).values("pk")[:limit]
-            if connection.vendor == "postgresql":
-                candidates = candidates.select_for_update(skip_locked=True)
-            inner_sql, inner_params = candidates.query.sql_with_params()
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"UPDATE {table} SET retry_at = %s, lease_owner = %s, "
-                    f"lease_token = lease_token + 1 "
-                    f"WHERE id IN ({inner_sql}) AND retry_at <= %s "
-                    f"RETURNING id, lease_token",
-                    [expiry, owner, *inner_params, now],
-                )
-                return [Claim(pk, token) for pk, token in cursor.fetchall()]
+        """Claim up to `limit` due rows of this queryset for `owner`; returns what we won.
+
+        One statement, so it is its own transaction on both databases. The inner SELECT
+        picks the oldest due rows through the partial due index; on PostgreSQL it locks
+        them and skips rows another claimer holds, so concurrent claimers take different
+        rows instead of queueing behind each other. The outer `retry_at <= now` re-checks
+        the due condition on the row as it is when updated: SQLite serialises writers,
+        and PostgreSQL re-reads a row it had to wait for, so a row is won at most once.
+        """
+        connection = connections[self.db]
+        ops = connection.ops
+        table = ops.quote_name(self.model._meta.db_table)
+        pk = ops.quote_name(self.model._meta.pk.column)
+        ordering = ", ".join(ops.quote_name(self.model._meta.get_field(f).column) for f in order_by)
+        lock = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+        scope, scope_params = self._scope_sql(pk)
+        now_value = ops.adapt_datetimefield_value(now)
+        expiry = ops.adapt_datetimefield_value(now + dt.timedelta(seconds=lease_seconds))
+        # The SQL is written out rather than compiled from a queryset: compiling the due
+        # subquery cost more than running it (see docs/leases.md).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET retry_at = %s, lease_owner = %s, lease_token = lease_token + 1 "
+                f"WHERE {pk} IN (SELECT {pk} FROM {table} WHERE retry_at <= %s{scope} "
+                f"ORDER BY {ordering} LIMIT %s{lock}) "
+                f"AND retry_at <= %s RETURNING {pk}, lease_token",
+                [expiry, owner, now_value, *scope_params, limit, now_value],
+            )
+            return [Claim(pk, token) for pk, token in cursor.fetchall()]
+
+    def _scope_sql(self, pk: str) -> tuple[str, list]:
+        """This queryset's own filters (e.g. one org's crawls) as SQL; empty when it has none."""
+        if not self.query.where:
+            return "", []
+        sql, params = self.order_by().values("pk").query.sql_with_params()
+        return f" AND {pk} IN ({sql})", list(params)
 
     def renew(self, pk, token: int, now: dt.datetime, lease_seconds: float) -> bool:
         """Extend our lease; False means it was lost (expired and claimed by another)."""
