@@ -1,0 +1,87 @@
+"""Host admission: is there room on this machine to start one more crawl?
+
+A crawl waits (`waiting_capacity`, with a reason a person can read) while the data dir's
+filesystem is fuller than ARCHIVER_DISK_THRESHOLD or the memory available is less than
+its instances need. `wait_reason()` is pure, for tests; `crawl_wait_reason()` reads the
+real machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from archiver import conf
+from crawls.config import CrawlConfig, human_size
+
+log = logging.getLogger(__name__)
+
+MIB = 2**20
+# archiver's own crawler fetches over HTTP without a browser: a fraction of the
+# 1 GiB + 768 MiB per extra worker that browsertrix-crawler is given on Kubernetes.
+MEMORY_PER_INSTANCE = 256 * MIB
+MEMORY_PER_EXTRA_WORKER = 64 * MIB
+MEMINFO = Path("/proc/meminfo")
+
+
+@dataclass(frozen=True)
+class HostUsage:
+    """The numbers admission looks at. `memory_available` None = unknown (not Linux)."""
+
+    disk_used: int
+    disk_free: int
+    memory_available: int | None = None
+
+    @property
+    def disk_used_percent(self) -> float:
+        # As df counts it: blocks reserved for root are neither used nor available.
+        capacity = self.disk_used + self.disk_free
+        return 100.0 * self.disk_used / capacity if capacity else 100.0
+
+
+def memory_needed(config: CrawlConfig) -> int:
+    return config.scale * (MEMORY_PER_INSTANCE + MEMORY_PER_EXTRA_WORKER * (config.workers - 1))
+
+
+def wait_reason(usage: HostUsage, disk_threshold_percent: float, memory: int) -> str | None:
+    """Why a crawl needing `memory` bytes must wait on a host using `usage`, or None."""
+    used = usage.disk_used_percent
+    if used >= disk_threshold_percent:
+        return f"waiting: disk {used:.0f} % full (limit {disk_threshold_percent:g} %)"
+    if usage.memory_available is not None and usage.memory_available < memory:
+        return (f"waiting: {human_size(usage.memory_available)} of memory available, "
+                f"{human_size(memory)} needed")
+    return None
+
+
+def read_memory_available(meminfo: Path = MEMINFO) -> int | None:
+    """MemAvailable from /proc/meminfo, in bytes; None where it cannot be read."""
+    try:
+        text = meminfo.read_text()
+    except OSError as exc:
+        log.debug("cannot read %s: %s", meminfo, exc)
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name == "MemAvailable":
+            return int(value.split()[0]) * 1024
+    return None
+
+
+def read_host_usage(data_dir: Path) -> HostUsage:
+    """Disk use of the filesystem holding `data_dir` (or its nearest existing parent)."""
+    path = data_dir
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    disk = shutil.disk_usage(path)
+    return HostUsage(disk_used=disk.used, disk_free=disk.free,
+                     memory_available=read_memory_available())
+
+
+def crawl_wait_reason(crawl) -> str | None:
+    """Why this machine has no room for `crawl` now, or None."""
+    settings = conf.get()
+    usage = read_host_usage(settings.data_dir)
+    return wait_reason(usage, settings.disk_threshold_percent, memory_needed(crawl.launch_config()))

@@ -1,0 +1,116 @@
+"""`archiver schedule add|list|enable|disable`: crawls queued by a cron entry (UTC)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from crawls import schedules, wake
+from crawls.cli import (
+    ArchiverCommand,
+    OneLineParser,
+    age,
+    duration_arg,
+    int_arg,
+    parse_crawl_config,
+    size_arg,
+)
+from crawls.lease import db_now
+from crawls.management.commands.add import SCOPES, check_tags, find_org
+from crawls.models import Schedule
+
+CONFIG_OPTIONS = (
+    "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include", "exclude",
+    "workers", "scale",
+)
+
+
+class Command(ArchiverCommand):
+    help = "Queue a crawl at every slot of a cron expression (UTC); list, enable or disable them."
+
+    def add_arguments(self, parser):
+        actions = parser.add_subparsers(dest="action", required=True, parser_class=OneLineParser,
+                                        metavar="{add,list,enable,disable}")
+        adder = actions.add_parser("add", help="schedule a crawl of these seeds")
+        adder.add_argument("cron", metavar="CRON", help="e.g. '0 3 * * *' (quote it)")
+        adder.add_argument("urls", nargs="+", metavar="URL")
+        adder.add_argument("--depth", type=int_arg, default=-1, help="link depth; -1 = unlimited")
+        adder.add_argument("--limit", type=int_arg, dest="page_limit", metavar="PAGES")
+        adder.add_argument("--size-limit", type=size_arg, metavar="SIZE")
+        adder.add_argument("--time-limit", type=duration_arg, metavar="DURATION")
+        adder.add_argument("--scope", choices=SCOPES, default="prefix", dest="scope_type")
+        adder.add_argument("--include", action="append", default=[], metavar="RX")
+        adder.add_argument("--exclude", action="append", default=[], metavar="RX")
+        adder.add_argument("--workers", type=int_arg, default=1)
+        adder.add_argument("--scale", type=int_arg, default=1)
+        adder.add_argument("--org", default="default", metavar="SLUG")
+        adder.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")
+        lister = actions.add_parser("list", help="schedules with their next run and last crawl")
+        lister.add_argument("--json", action="store_true")
+        for name in ("enable", "disable"):
+            toggle = actions.add_parser(name, help=f"{name} a schedule")
+            toggle.add_argument("id", metavar="ID")
+
+    def run(self, *, action, **options):
+        getattr(self, f"do_{action}")(**options)
+
+    def do_add(self, *, cron, urls, org, tags, **options):
+        cron = schedules.check_cron(cron)
+        config = parse_crawl_config({"seeds": urls, **{name: options[name] for name in CONFIG_OPTIONS}})
+        schedule = schedules.create_schedule(find_org(org), cron, config, check_tags(tags), now=db_now())
+        wake.nudge()
+        self.stdout.write(f"schedule {schedule.pk}: next run {iso(schedule.retry_at)}")
+
+    def do_enable(self, *, id, **options):
+        schedule = schedules.find(id)
+        schedules.enable(schedule, db_now())
+        wake.nudge()
+        self.stdout.write(f"enabled schedule {schedule.pk}: next run {iso(schedule.retry_at)}")
+
+    def do_disable(self, *, id, **options):
+        schedule = schedules.find(id)
+        schedules.disable(schedule)
+        self.stdout.write(f"disabled schedule {schedule.pk}")
+
+    def do_list(self, *, json, **options):
+        rows = list(Schedule.objects.select_related("org", "last_crawl").order_by("id"))
+        if json:
+            self.write_json([summary(schedule) for schedule in rows])
+            return
+        now = db_now()
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for column in ("ID", "CRON", "ORG", "SEEDS", "NEXT RUN (UTC)", "LAST CRAWL", "STATE"):
+            table.add_column(column, no_wrap=True)
+        for schedule in rows:
+            last = schedule.last_crawl
+            table.add_row(
+                str(schedule.pk), schedule.cron, schedule.org.slug, seeds_text(schedule),
+                iso(schedule.retry_at) if schedule.enabled else "disabled",
+                f"{last.short_id} ({age(last.created_at, now)} ago)" if last else "-",
+                last.status if last else "-",
+            )
+        self.render(table)
+
+
+def seeds_text(schedule: Schedule) -> str:
+    seeds = schedule.config.get("seeds", [])
+    return seeds[0] + (f" (+{len(seeds) - 1})" if len(seeds) > 1 else "") if seeds else "-"
+
+
+def iso(value) -> str | None:
+    return value.strftime("%Y-%m-%d %H:%M") if value else None
+
+
+def summary(schedule: Schedule) -> dict:
+    last = schedule.last_crawl
+    return {
+        "id": schedule.pk,
+        "cron": schedule.cron,
+        "org": schedule.org.slug,
+        "enabled": schedule.enabled,
+        "seeds": schedule.config.get("seeds", []),
+        "config": schedule.config,
+        "tags": schedule.tags,
+        "next_run": schedule.retry_at.isoformat().replace("+00:00", "Z")
+        if schedule.enabled and schedule.retry_at else None,
+        "last_crawl": {"id": last.id, "status": last.status} if last else None,
+    }

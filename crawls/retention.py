@@ -1,0 +1,98 @@
+"""Retention: delete finished crawls older than ARCHIVER_RETENTION_DAYS, files first.
+
+Only finished crawls are ever deleted (never a queued, running, waiting or paused one).
+A file is deleted only if its path resolves inside the data dir and is not itself a
+symbolic link; anything else is logged and left alone. The crawl's rows go after its
+files, and the bytes of its archive files leave its org's `bytes_stored`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import shutil
+from pathlib import Path
+
+from django.db import transaction
+from django.db.models import Sum
+
+from archiver import conf
+from archiver.errors import ArchiverError
+from crawls.models import Crawl, CrawlStatus, Org
+
+log = logging.getLogger(__name__)
+S = CrawlStatus
+
+
+class UnsafePath(ArchiverError):
+    """A path retention will not touch: outside the data dir, or a symbolic link."""
+
+
+def expired(now: dt.datetime, retention_days: float):
+    """Finished crawls whose end is more than `retention_days` before `now`, oldest first."""
+    cutoff = now - dt.timedelta(days=retention_days)
+    return Crawl.objects.filter(status__in=S.FINAL, finished_at__lt=cutoff).order_by("finished_at")
+
+
+def purge_expired(now: dt.datetime, batch: int = 100, settings: conf.Settings | None = None) -> bool:
+    """Delete up to `batch` expired crawls; True if any was due (call again soon)."""
+    settings = settings or conf.get()
+    if settings.retention_days is None:
+        return False
+    crawls = list(expired(now, settings.retention_days).select_related("org")[:batch])
+    for crawl in crawls:
+        purge(crawl, now, settings)
+    return bool(crawls)
+
+
+def purge(crawl: Crawl, now: dt.datetime, settings: conf.Settings) -> bool:
+    """One crawl: its files, its working folder, then its rows; False if it was kept."""
+    root = settings.data_dir.resolve()
+    try:
+        for crawl_file in crawl.files.all():
+            delete_file(root, crawl_file.path)
+        delete_tree(root, settings.crawls_dir / crawl.id)
+    except OSError as exc:
+        log.error("retention: could not delete the files of crawl %s, keeping it: %s", crawl.short_id, exc)
+        return False
+    with transaction.atomic():
+        size = crawl.files.aggregate(n=Sum("size"))["n"] or 0
+        cutoff = now - dt.timedelta(days=settings.retention_days)
+        deleted, _ = Crawl.objects.filter(pk=crawl.pk, status__in=S.FINAL, finished_at__lt=cutoff).delete()
+        if not deleted:
+            log.warning("retention: crawl %s changed while its files were deleted", crawl.short_id)
+            return False
+        Org(pk=crawl.org_id).add_bytes(-size)
+    log.info("retention: deleted crawl %s (%s, finished %s)", crawl.short_id, crawl.status,
+             crawl.finished_at.isoformat())
+    return True
+
+
+def inside(root: Path, relative: str | Path) -> Path:
+    """`root / relative` if it is inside `root` and not a symbolic link; else UnsafePath."""
+    path = root / relative
+    if path.is_symlink():
+        raise UnsafePath(f"{path} is a symbolic link")
+    if not path.resolve().is_relative_to(root):
+        raise UnsafePath(f"{path} is outside the data dir {root}")
+    return path
+
+
+def delete_file(root: Path, relative: str) -> None:
+    try:
+        path = inside(root, relative)
+    except UnsafePath as exc:
+        log.warning("retention: leaving %r alone: %s", relative, exc)
+        return
+    path.unlink(missing_ok=True)
+
+
+def delete_tree(root: Path, folder: Path) -> None:
+    """Delete a folder inside the data dir; links inside it are removed, never followed."""
+    try:
+        path = inside(root, folder)
+    except UnsafePath as exc:
+        log.warning("retention: leaving folder %s alone: %s", folder, exc)
+        return
+    if path.is_dir():
+        shutil.rmtree(path)
