@@ -294,13 +294,13 @@ def check_url(url: str, settings: conf.Settings | None = None,
     parsed = parse_webhook_url(url)
     if (parsed.host, parsed.port) in allowed_hosts(settings.webhook_allow_hosts):
         return Destination(parsed, _resolve(parsed, resolver), allowed_host=True)
+    if parsed.ip is not None:
+        _refuse_address(parsed, parsed.ip)
     if parsed.scheme != "https":
         raise WebhookRefused(
             f"{parsed.where}: only https:// webhooks are allowed; plain http needs "
             f"{ALLOW_HOSTS} to name {parsed.where}"
         )
-    if parsed.ip is not None:
-        _refuse_address(parsed, parsed.ip)
     if settings.webhook_allow_domains and not domain_allowed(parsed.host, settings.webhook_allow_domains):
         raise WebhookRefused(f"{parsed.where}: the host is not in {ALLOW_DOMAINS}")
     addresses = _resolve(parsed, resolver)
