@@ -66,6 +66,9 @@ class ReadOnlyInline(admin.TabularInline):
     can_delete = False
     show_change_link = False
 
+    def get_readonly_fields(self, request, obj=None):
+        return self.fields
+
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -85,7 +88,6 @@ class ProcessInline(ReadOnlyInline):
 class CrawlFileInline(ReadOnlyInline):
     model = CrawlFile
     fields = ("path", "size_human", "sha256", "created_at")
-    readonly_fields = ("size_human",)
 
     @admin.display(description="size")
     def size_human(self, obj):
