@@ -1,0 +1,225 @@
+"""The Redis server crawls report to: an embedded `redis-server` the runner owns, or ARCHIVER_REDIS_URL.
+
+The embedded server listens on 127.0.0.1 on a port chosen once and kept in
+<data_dir>/run/redis.json (mode 0600, with its pid and password), persists with an
+append-only file in <data_dir>/redis/ and runs in its own session: running crawlers need
+it, so it must survive a daemon crash. A restarted daemon reuses it when it answers, or
+starts it again on the same port, and the AOF brings the crawls' state back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
+
+import redis
+
+from archiver.conf import Settings
+from archiver.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+START_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class RedisEndpoint:
+    """Where Redis is and how to log in; `url()` never goes into a log (it holds the password)."""
+
+    host: str
+    port: int
+    password: str = ""
+    username: str = ""
+    databases: int = 16
+    scheme: str = "redis"
+
+    def url(self, db: int, host: str | None = None) -> str:
+        auth = ""
+        if self.password:
+            auth = f"{quote(self.username, safe='')}:{quote(self.password, safe='')}@"
+        return f"{self.scheme}://{auth}{host or self.host}:{self.port}/{db}"
+
+    def masked_url(self, db: int, host: str | None = None) -> str:
+        auth = f"{self.username}:***@" if self.password else ""
+        return f"{self.scheme}://{auth}{host or self.host}:{self.port}/{db}"
+
+    @property
+    def is_loopback(self) -> bool:
+        return self.host in LOOPBACK
+
+    def client(self, db: int = 0, timeout: float = 2.0) -> redis.Redis:
+        return redis.Redis(host=self.host, port=self.port, db=db, password=self.password or None,
+                           username=self.username or None, socket_timeout=timeout,
+                           socket_connect_timeout=timeout, decode_responses=True,
+                           ssl=self.scheme == "rediss")
+
+
+def mask(text: str, endpoint: RedisEndpoint) -> str:
+    """`text` with the Redis password replaced, for args stored in the database and logs."""
+    if not endpoint.password:
+        return text
+    return text.replace(quote(endpoint.password, safe=""), "***").replace(endpoint.password, "***")
+
+
+def external(url: str) -> RedisEndpoint:
+    """The server ARCHIVER_REDIS_URL names, with its number of databases (16 if it won't say)."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        raise ConfigError("ARCHIVER_REDIS_URL: crawlers need a TCP address, not a unix socket")
+    endpoint = RedisEndpoint(
+        host=parts.hostname or "127.0.0.1", port=parts.port or 6379,
+        password=unquote(parts.password or ""), username=unquote(parts.username or ""),
+        scheme=parts.scheme,
+    )
+    databases = 16
+    try:
+        answer = endpoint.client().config_get("databases")
+        databases = int(answer.get("databases", 16))
+    except redis.ResponseError:
+        log.info("Redis refuses CONFIG GET; assuming it has 16 databases")
+    except redis.RedisError as exc:
+        log.warning("Redis at %s:%s does not answer yet (%s); assuming 16 databases",
+                    endpoint.host, endpoint.port, type(exc).__name__)
+    return RedisEndpoint(**{**endpoint.__dict__, "databases": databases})
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class EmbeddedRedis:
+    """The runner's own redis-server, kept across daemon restarts."""
+
+    DATABASES = 256
+
+    def __init__(self, settings: Settings):
+        self.state_file = settings.run_dir / "redis.json"
+        self.dir = settings.data_dir / "redis"
+        self.process: subprocess.Popen | None = None
+
+    def ensure(self) -> RedisEndpoint:
+        """A live server: the recorded one if it answers, else a new one on the same port."""
+        state = self._read_state()
+        if state:
+            endpoint = self._endpoint(state)
+            if self._answers(endpoint):
+                log.info("reusing the embedded Redis (pid %s, port %s)", state["pid"], state["port"])
+                return endpoint
+            port = state["port"] if self._port_is_free(state["port"]) else free_port()
+            password = state["password"]
+        else:
+            port, password = free_port(), secrets.token_urlsafe(24)
+        return self._start(port, password)
+
+    def stop(self) -> None:
+        """Stop the recorded server (only if it is really our redis-server); SIGTERM makes
+        Redis flush its append-only file and exit cleanly."""
+        state = self._read_state()
+        if not state or not _is_redis_server(state["pid"], state["port"]):
+            return
+        os.kill(state["pid"], signal.SIGTERM)
+        if self.process and self.process.pid == state["pid"]:
+            self.process.wait(timeout=30)
+        else:
+            deadline = time.monotonic() + 30
+            while _is_redis_server(state["pid"], state["port"]) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        log.info("stopped the embedded Redis (pid %s)", state["pid"])
+
+    # --- internals ---------------------------------------------------------------------
+
+    def _start(self, port: int, password: str) -> RedisEndpoint:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise ConfigError("redis-server is not on PATH: install it or set ARCHIVER_REDIS_URL")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        config = self.dir / "redis.conf"
+        # The password goes into a 0600 file, not the command line other users can read.
+        _write_private(config, "\n".join([
+            "bind 127.0.0.1", f"port {port}", f"dir {self.dir}", "appendonly yes",
+            "appendfsync everysec", f"databases {self.DATABASES}", 'save ""',
+            f"requirepass {password}", "logfile redis.log", "protected-mode yes", "",
+        ]))
+        self.process = subprocess.Popen(
+            [binary, str(config)], start_new_session=True, cwd=self.dir,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        state = {"pid": self.process.pid, "port": port, "password": password}
+        endpoint = self._endpoint(state)
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self._answers(endpoint):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise ConfigError(f"the embedded redis-server did not start; see {self.dir / 'redis.log'}")
+            time.sleep(0.05)
+        _write_private(self.state_file, json.dumps(state))
+        log.info("started the embedded Redis (pid %s, port %s, data in %s)", self.process.pid, port, self.dir)
+        return endpoint
+
+    def _read_state(self) -> dict | None:
+        try:
+            return json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            log.warning("ignoring an unreadable %s", self.state_file)
+            return None
+
+    def _endpoint(self, state: dict) -> RedisEndpoint:
+        return RedisEndpoint(host="127.0.0.1", port=state["port"], password=state["password"],
+                             databases=self.DATABASES)
+
+    @staticmethod
+    def _answers(endpoint: RedisEndpoint) -> bool:
+        try:
+            return bool(endpoint.client(timeout=0.5).ping())
+        except redis.RedisError:
+            return False
+
+    @staticmethod
+    def _port_is_free(port: int) -> bool:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as redis-server binds
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+        return True
+
+
+def _is_redis_server(pid: int, port: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return "redis-server" in cmdline and f":{port}" in cmdline and state != "Z"
+
+
+def _write_private(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def connect(settings: Settings) -> tuple[RedisEndpoint, EmbeddedRedis | None]:
+    """The endpoint to use, and the embedded server when we own one."""
+    if settings.redis_url:
+        return external(settings.redis_url), None
+    embedded = EmbeddedRedis(settings)
+    return embedded.ensure(), embedded
