@@ -360,3 +360,6 @@ class ScheduleAdmin(admin.ModelAdmin):
         elif obj.retry_at is None or "cron" in form.changed_data:
             obj.retry_at = next_run(obj.cron, db_now())
         super().save_model(request, obj, form, change)
+
+
+from crawls import admin_webhooks  # noqa: E402, F401  registers Webhook and WebhookDelivery

@@ -8,8 +8,15 @@ import uuid
 
 import pytest
 
-from crawls.models import Crawl, CrawlEvent, CrawlStatus, DeliveryStatus, StopReason, WebhookDelivery
-from runner.webhooks import DeliveryPolicy, Deliverer, deliver_due_webhooks, retry_after, signature
+from crawls.models import (
+    Crawl,
+    CrawlEvent,
+    CrawlStatus,
+    DeliveryStatus,
+    StopReason,
+    WebhookDelivery,
+)
+from runner.webhooks import Deliverer, DeliveryPolicy, deliver_due_webhooks, retry_after, signature
 from tests.webhooks.conftest import SECRET, T0, RecordingTransport, Reply
 
 pytestmark = pytest.mark.django_db

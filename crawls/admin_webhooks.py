@@ -1,0 +1,120 @@
+"""The admin for webhooks and their deliveries. Imported at the bottom of crawls/admin.py.
+
+A webhook's URL goes through the same SSRF check as `archiver webhook add`; its secret
+is write-only (a password input that never renders the stored value; left empty on
+change it keeps the old one). Deliveries are read-only, with a replay action for dead
+letters that calls the model's replay(), as `archiver webhook replay` does.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+
+from archiver.errors import NotAllowed, WebhookRefused
+from crawls import wake
+from crawls.lease import db_now
+from crawls.models import CrawlEvent, DeliveryStatus, Webhook, WebhookDelivery
+from crawls.webhooks import InvalidWebhook, clean_secret, shown_url
+from runner import ssrf
+
+
+class WebhookForm(forms.ModelForm):
+    # Not a URLField: ssrf.check_url is the stricter judge, and speaks in host:port only.
+    url = forms.CharField(max_length=2000, widget=forms.URLInput(attrs={"size": 80}))
+    secret = forms.CharField(
+        required=False, strip=False, widget=forms.PasswordInput(render_value=False),
+        help_text="Write-only: receivers verify signatures with it. Leave empty to keep the current one.",
+    )
+    events = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple,
+        choices=[(name, name) for name in CrawlEvent.NAMES], help_text="None checked = every event.",
+    )
+
+    class Meta:
+        model = Webhook
+        fields = ["url", "secret", "events", "org", "enabled"]
+
+    def clean_url(self):
+        url = self.cleaned_data["url"]
+        try:
+            ssrf.check_url(url)
+        except (WebhookRefused, OSError) as exc:  # OSError: the name does not resolve
+            raise forms.ValidationError(str(exc)) from None
+        return url
+
+    def clean_secret(self):
+        secret = self.cleaned_data["secret"]
+        if not secret and self.instance.pk:
+            return self.instance.secret
+        try:
+            return clean_secret(secret)
+        except InvalidWebhook as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    form = WebhookForm
+    list_display = ("id", "shown_url", "event_names", "org", "enabled", "pending", "failed")
+    list_filter = ("enabled", "org")
+    list_select_related = ("org",)
+
+    @admin.display(description="URL")
+    def shown_url(self, obj):
+        return shown_url(obj.url)
+
+    @admin.display(description="events")
+    def event_names(self, obj):
+        return ", ".join(obj.events) or "all"
+
+    def pending(self, obj):
+        return obj.deliveries.open().count()
+
+    def failed(self, obj):
+        return obj.deliveries.filter(status=DeliveryStatus.FAILED).count()
+
+
+@admin.action(description="Replay the selected failed deliveries")
+def replay(modeladmin, request, queryset):
+    now = db_now()
+    replayed = 0
+    for delivery in queryset:
+        try:
+            delivery.replay(now)
+            replayed += 1
+        except NotAllowed as exc:
+            modeladmin.message_user(request, str(exc), messages.WARNING)
+    if replayed:
+        wake.nudge()
+        modeladmin.message_user(request, f"{replayed} deliveries pending again")
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    list_display = ("id", "webhook", "event_name", "crawl", "status", "attempts", "last_status_code",
+                    "retry_at", "delivered_at", "last_error")
+    list_filter = ("status", "webhook")
+    list_select_related = ("webhook", "event")
+    actions = [replay]
+    readonly_fields = ("webhook", "event", "event_id", "status", "attempts", "last_status_code",
+                       "last_error", "retry_at", "lease_owner", "created_at", "delivered_at")
+    fields = readonly_fields
+
+    @admin.display(description="event")
+    def event_name(self, obj):
+        return obj.event.name
+
+    @admin.display(description="event id")
+    def event_id(self, obj):
+        return obj.event.event_id
+
+    @admin.display(description="crawl")
+    def crawl(self, obj):
+        return obj.event.crawl_id[:8]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
