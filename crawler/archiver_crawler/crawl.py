@@ -29,7 +29,7 @@ from archiver_crawler.errors import CrawlerError, ExitCode
 from archiver_crawler.fetch import Fetched, Fetcher, FetchError
 from archiver_crawler.links import extract_css, extract_html
 from archiver_crawler.scope import Seed, normalize_url
-from archiver_crawler.state import CrawlState, QueueEntry
+from archiver_crawler.state import CrawlState, Outcome, QueueEntry
 from archiver_crawler.wacz import build_wacz, warc_files
 from archiver_crawler.warc import WarcFile, safe_instance_id, warc_date, warc_instance
 
@@ -224,19 +224,23 @@ class Crawler:
     # workers
 
     async def worker(self) -> None:
-        while self.stop_reason is None and not self.finished:
-            try:
-                entry = await self.state.claim(iso_now())
+        outcome: Outcome | None = None
+        try:
+            while True:
+                claiming = self.stop_reason is None and not self.finished
+                entry = await self.state.settle_and_claim(outcome, iso_now() if claiming else None)
+                outcome = None
+                if not claiming:
+                    return
                 if entry is None:
                     await self._wait_for_work()
                     continue
                 if self._pending_wait:
                     self._pending_wait = False
                     await self.state.set_status("running")
-                await self.process(entry)
-            except (CrawlerError, RedisError, OSError) as exc:
-                self._abort(exc)
-                return
+                outcome = await self.process(entry)
+        except (CrawlerError, RedisError, OSError) as exc:
+            self._abort(exc)
 
     async def _wait_for_work(self) -> None:
         self.idle_workers += 1
@@ -258,13 +262,13 @@ class Crawler:
         finally:
             self.idle_workers -= 1
 
-    async def process(self, entry: QueueEntry) -> None:
+    async def process(self, entry: QueueEntry) -> Outcome:
+        """Fetch one page, archive it, queue its links, fetch its requisites."""
         seed = await self.seed_for(entry.seed_id)
         try:
             fetched = await self.fetcher.fetch(entry.url)
         except FetchError as exc:
-            await self.fail_page(entry, str(exc))
-            return
+            return self.failed(entry, str(exc))
         self.write(fetched)
         title, load_state = "", 2
         location = fetched.header("location") if fetched.status in REDIRECTS else None
@@ -272,8 +276,8 @@ class Crawler:
             await self.queue_redirect(entry, seed, urljoin(entry.url, location))
         elif fetched.mime in HTML_TYPES:
             extracted = extract_html(fetched.decoded_body(), entry.url)
-            await self.queue_links(entry, seed, extracted.links)
-            await self.fetch_requisites(extracted.requisites)
+            fresh = await self.queue_links(entry, seed, extracted.links, extracted.requisites)
+            await self.fetch_requisites(fresh)
             title, load_state = extracted.title, 3
         record = json.dumps({
             "id": uuid.uuid4().hex, "url": entry.url, "title": title,
@@ -282,14 +286,14 @@ class Crawler:
             "loadState": load_state, "filename": self.warc.name if self.warc else None,
         })
         self._pages_file().append(record)
-        await self.state.mark_done(entry.url, record if self.config.write_pages_to_redis else None)
         self.pages_done += 1
+        return Outcome(entry.url, page=record if self.config.write_pages_to_redis else None)
 
-    async def fail_page(self, entry: QueueEntry, reason: str) -> None:
+    def failed(self, entry: QueueEntry, reason: str) -> Outcome:
         logger.error("page load failed: %s (%s)", entry.url, reason,
                      extra={"context": "pageStatus", "details": {"url": entry.url,
                                                                  "reason": reason}})
-        await self.state.mark_failed(entry.url, json.dumps(
+        return Outcome(entry.url, failed=json.dumps(
             {"url": entry.url, "seedId": entry.seed_id, "depth": entry.depth,
              "extraHops": entry.extra_hops, "reason": reason, "ts": iso_now()}))
 
@@ -313,7 +317,9 @@ class Crawler:
                    for seed in self.seeds.values()]
         await self._add(await self._robots_filter(entries))
 
-    async def queue_links(self, entry: QueueEntry, seed: Seed, links: list[str]) -> None:
+    async def queue_links(self, entry: QueueEntry, seed: Seed, links: list[str],
+                          requisites: list[str] = ()) -> list[str]:
+        """Queue the in-scope links; returns the requisites this instance should fetch."""
         depth, hops = entry.depth + 1, entry.extra_hops + 1
         entries = []
         for url in links:
@@ -322,7 +328,7 @@ class Crawler:
                 entries.append(QueueEntry(url=url, seed_id=seed.id, depth=depth,
                                           extra_hops=hops if decision.out_of_scope
                                           else entry.extra_hops))
-        await self._add(await self._robots_filter(entries))
+        return await self._add(await self._robots_filter(entries), requisites)
 
     async def queue_redirect(self, entry: QueueEntry, seed: Seed, target: str) -> None:
         """A redirect's target is queued at the same depth; a seed may move out of its scope."""
@@ -342,10 +348,11 @@ class Crawler:
                 url=url, seed_id=seed.id, depth=entry.depth,
                 extra_hops=hops if decision.out_of_scope else entry.extra_hops)]))
 
-    async def _add(self, entries: list[QueueEntry]) -> None:
-        results = await self.state.add(entries, self.config.limit)
+    async def _add(self, entries: list[QueueEntry], assets: list[str] = ()) -> list[str]:
+        results, fresh_assets = await self.state.add(entries, self.config.limit, assets)
         if 0 in results:
             self.work_added.set()
+        return fresh_assets
 
     async def _robots_filter(self, entries: list[QueueEntry]) -> list[QueueEntry]:
         if not self.config.use_robots:
@@ -373,8 +380,8 @@ class Crawler:
 
     # requisites
 
-    async def fetch_requisites(self, urls: list[str]) -> None:
-        fresh = await self.state.new_assets(urls)
+    async def fetch_requisites(self, fresh: list[str]) -> None:
+        """Fetch requisites already claimed for this instance (see CrawlState.add)."""
         if fresh:
             await asyncio.gather(*(self._fetch_requisite(url) for url in fresh))
 
@@ -387,7 +394,8 @@ class Crawler:
                 return
         self.write(fetched)
         if fetched.mime == "text/css" and fetched.status < 400:
-            await self.fetch_requisites(extract_css(fetched.decoded_body(), url))
+            _, fresh = await self.state.add([], 0, extract_css(fetched.decoded_body(), url))
+            await self.fetch_requisites(fresh)
 
     # controls: commands, messages, limits
 

@@ -110,7 +110,6 @@ class Fetcher:
                 if size >= MAX_BODY:
                     logger.warning("truncating %s at %d bytes", url, size)
                     break
-            ip = _peer_ip(response)
         finally:
             await response.aclose()
         target = request.url.raw_path.decode("ascii", "replace")
@@ -123,7 +122,7 @@ class Fetcher:
             reason=response.reason_phrase,
             response_headers=[(k.decode("latin-1"), v.decode("latin-1"))
                               for k, v in response.headers.raw],
-            body=b"".join(chunks), date=date, ip=ip)
+            body=b"".join(chunks), date=date)
         return Fetched(exchange)
 
     async def allowed_by_robots(self, url: str) -> bool:
@@ -148,11 +147,3 @@ class Fetcher:
         else:
             parser.parse(response.text.splitlines())
         return parser
-
-
-def _peer_ip(response: httpx.Response) -> str | None:
-    stream = response.extensions.get("network_stream")
-    if stream is None:
-        return None
-    address = stream.get_extra_info("server_addr")
-    return address[0] if address else None

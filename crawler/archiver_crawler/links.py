@@ -12,21 +12,11 @@ from archiver_crawler.scope import normalize_url
 
 _CSS_URL = re.compile(rb"""url\(\s*(['"]?)([^'")]+)\1\s*\)|@import\s+(['"])([^'"]+)\3""")
 
-# (selector, attribute) pairs whose URL a browser would load with the page.
-_REQUISITES = (
-    ("img[src]", "src"),
-    ("script[src]", "src"),
-    ("iframe[src]", "src"),
-    ("frame[src]", "src"),
-    ("embed[src]", "src"),
-    ("audio[src]", "src"),
-    ("video[src]", "src"),
-    ("video[poster]", "poster"),
-    ("source[src]", "src"),
-    ("track[src]", "src"),
-    ("input[src]", "src"),
-)
-_SRCSET = ("img[srcset]", "source[srcset]")
+# Elements whose `src` a browser loads with the page.
+_SRC_TAGS = {"img", "script", "iframe", "frame", "embed", "audio", "video", "source", "track",
+             "input"}
+_ONE_PASS = ("title, base[href], a[href], area[href], link[href], style, [src], [srcset], "
+             "video[poster], [style]")
 _LINK_RELS = {"stylesheet", "icon", "shortcut", "apple-touch-icon", "preload", "modulepreload",
               "manifest", "mask-icon"}
 
@@ -51,39 +41,39 @@ def _add(target: list[str], seen: set[str], base: str, href: str | None) -> None
 
 
 def extract_html(body: bytes, url: str) -> Extracted:
+    """Title, links and requisites of a page, in one pass over the matching nodes."""
     tree = HTMLParser(body)
     out = Extracted()
-    title = tree.css_first("title")
-    out.title = " ".join(title.text().split()) if title else ""
-    base_node = tree.css_first("base[href]")
-    base = urljoin(url, base_node.attributes.get("href") or "") if base_node else url
-
+    base = url
     seen_links: set[str] = set()
-    for node in tree.css("a[href], area[href]"):
-        _add(out.links, seen_links, base, node.attributes.get("href"))
-
     seen_req: set[str] = set()
-    for selector, attr in _REQUISITES:
-        for node in tree.css(selector):
-            _add(out.requisites, seen_req, base, node.attributes.get(attr))
-    for selector in _SRCSET:
-        for node in tree.css(selector):
-            for candidate in (node.attributes.get("srcset") or "").split(","):
-                _add(out.requisites, seen_req, base, candidate.strip().split(" ")[0])
-    for node in tree.css("link[href]"):
-        rels = set((node.attributes.get("rel") or "").lower().split())
-        if rels & _LINK_RELS:
-            _add(out.requisites, seen_req, base, node.attributes.get("href"))
-    for node in tree.css("style"):
-        for ref in extract_css(node.text().encode(), base):
-            if ref not in seen_req:
-                seen_req.add(ref)
-                out.requisites.append(ref)
-    for node in tree.css("[style]"):
-        for ref in extract_css((node.attributes.get("style") or "").encode(), base):
-            if ref not in seen_req:
-                seen_req.add(ref)
-                out.requisites.append(ref)
+    for node in tree.css(_ONE_PASS):
+        tag, attrs = node.tag, node.attributes
+        if tag == "title":
+            if not out.title:
+                out.title = " ".join(node.text().split())
+        elif tag == "base":
+            if base is url and attrs.get("href"):
+                base = urljoin(url, attrs["href"])
+        elif tag in ("a", "area"):
+            _add(out.links, seen_links, base, attrs.get("href"))
+        elif tag == "link":
+            if set((attrs.get("rel") or "").lower().split()) & _LINK_RELS:
+                _add(out.requisites, seen_req, base, attrs.get("href"))
+        elif tag == "style":
+            for ref in extract_css(node.text().encode(), base):
+                _add(out.requisites, seen_req, base, ref)
+        else:
+            if tag in _SRC_TAGS:
+                _add(out.requisites, seen_req, base, attrs.get("src"))
+            if "srcset" in attrs and tag in ("img", "source"):
+                for candidate in (attrs.get("srcset") or "").split(","):
+                    _add(out.requisites, seen_req, base, candidate.strip().split(" ")[0])
+            if tag == "video":
+                _add(out.requisites, seen_req, base, attrs.get("poster"))
+        if "style" in attrs and tag != "style":
+            for ref in extract_css((attrs.get("style") or "").encode(), base):
+                _add(out.requisites, seen_req, base, ref)
     return out
 
 

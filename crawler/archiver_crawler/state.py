@@ -13,20 +13,29 @@ import logging
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from archiver_crawler.errors import RedisUnavailable
 
 logger = logging.getLogger(__name__)
 
-# KEYS: q, s   ARGV: url, entry json, score, limit  -> 0 queued, 1 already seen, 2 over limit
+# KEYS: q, s   ARGV: limit, then (url, entry json, score) triples
+# -> per URL: 0 queued, 1 already seen, 2 over the page limit (the seen set never exceeds it)
 _ADD = """
-if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return 1 end
-local limit = tonumber(ARGV[4])
-if limit > 0 and redis.call('SCARD', KEYS[2]) >= limit then return 2 end
-redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
-return 0
+local limit = tonumber(ARGV[1])
+local out = {}
+for i = 2, #ARGV, 3 do
+  if redis.call('SISMEMBER', KEYS[2], ARGV[i]) == 1 then
+    out[#out + 1] = 1
+  elseif limit > 0 and redis.call('SCARD', KEYS[2]) >= limit then
+    out[#out + 1] = 2
+  else
+    redis.call('SADD', KEYS[2], ARGV[i])
+    redis.call('ZADD', KEYS[1], ARGV[i + 2], ARGV[i + 1])
+    out[#out + 1] = 0
+  end
+end
+return out
 """
 
 # KEYS: q, p   ARGV: owner, started  -> the claimed entry json, or nil
@@ -77,6 +86,15 @@ class QueueEntry:
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """How a claimed page ended: done (with its page record, if kept in Redis) or failed."""
+
+    url: str
+    page: str | None = None
+    failed: str | None = None
+
+
+@dataclass(frozen=True)
 class Commands:
     stopping: bool = False
     paused: bool = False
@@ -96,9 +114,29 @@ class CrawlState:
         self.stopping, self.paused, self.canceled = f"{k}:stopping", f"{k}:paused", f"{k}:canceled"
         self.stopone, self.assets = f"{k}:stopone", f"{k}:assets"
         self.msg = f"{instance_id}:msg"
-        self._add = client.register_script(_ADD)
-        self._claim = client.register_script(_CLAIM)
         self._requeue = client.register_script(_REQUEUE_OWN)
+        self._shas: dict[str, str] = {}
+
+    async def load_scripts(self) -> None:
+        """Load the hot-path scripts once; pipelines then call them by sha with no extra
+        SCRIPT EXISTS round trip (what redis-py's Script objects do in a pipeline)."""
+        for script in (_ADD, _CLAIM):
+            self._shas[script] = await self.redis.script_load(script)
+
+    def _evalsha(self, pipe, calls: list, script: str, keys: list[str], args: list) -> None:
+        calls.append((len(pipe.command_stack), script, keys, args))
+        pipe.evalsha(self._shas[script], len(keys), *keys, *args)
+
+    async def _execute(self, pipe, calls: list) -> list:
+        results = await pipe.execute(raise_on_error=False)
+        for index, script, keys, args in calls:
+            if isinstance(results[index], NoScriptError):
+                # The server lost its script cache (restart, SCRIPT FLUSH); EVAL reloads it.
+                results[index] = await self.redis.eval(script, len(keys), *keys, *args)
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return results
 
     @classmethod
     async def connect(cls, url: str, crawl_id: str, instance_id: str) -> CrawlState:
@@ -109,44 +147,60 @@ class CrawlState:
         except (RedisError, OSError) as exc:
             await client.aclose()
             raise RedisUnavailable(f"Redis is not reachable: {type(exc).__name__}") from exc
-        return cls(client, crawl_id, instance_id)
+        state = cls(client, crawl_id, instance_id)
+        await state.load_scripts()
+        return state
 
     async def close(self) -> None:
         await self.redis.aclose()
 
     # queue
 
-    async def add(self, entries: list[QueueEntry], limit: int) -> list[int]:
-        """Queue entries not seen before, one atomic check each; 0 queued, 1 seen, 2 over limit."""
-        if not entries:
-            return []
+    async def add(self, entries: list[QueueEntry], limit: int,
+                  assets: list[str] = ()) -> tuple[list[int], list[str]]:
+        """Queue unseen entries (0 queued, 1 seen, 2 over limit, each one atomic check) and
+        claim the requisites no instance has fetched yet, in one round trip."""
+        if not entries and not assets:
+            return [], []
+        calls: list = []
         async with self.redis.pipeline(transaction=False) as pipe:
-            for e in entries:
-                await self._add(keys=[self.q, self.s], args=[e.url, e.to_json(), e.depth, limit],
-                                client=pipe)
-            return [int(r) for r in await pipe.execute()]
+            if entries:
+                args: list = [limit]
+                for e in entries:
+                    args += [e.url, e.to_json(), e.depth]
+                self._evalsha(pipe, calls, _ADD, [self.q, self.s], args)
+            for url in assets:
+                pipe.sadd(self.assets, url)
+            results = await self._execute(pipe, calls)
+        added = [int(r) for r in results[0]] if entries else []
+        fresh = [url for url, new in zip(assets, results[1 if entries else 0:], strict=True)
+                 if new]
+        return added, fresh
 
-    async def claim(self, now: str) -> QueueEntry | None:
-        raw = await self._claim(keys=[self.q, self.p], args=[self.instance_id, now])
+    async def settle_and_claim(self, outcome: Outcome | None, now: str | None) -> QueueEntry | None:
+        """Record the last page's outcome and (unless `now` is None) claim the next page,
+        in one round trip: the worker's only Redis call between pages."""
+        if outcome is None and now is None:
+            return None
+        calls: list = []
+        async with self.redis.pipeline(transaction=True) as pipe:
+            if outcome is not None:
+                if outcome.failed is not None:
+                    pipe.rpush(self.f, outcome.failed)
+                else:
+                    if outcome.page is not None:
+                        pipe.lpush(self.pages, outcome.page)
+                    pipe.incr(self.d)
+                pipe.hdel(self.p, outcome.url)
+            if now is not None:
+                self._evalsha(pipe, calls, _CLAIM, [self.q, self.p], [self.instance_id, now])
+            results = await self._execute(pipe, calls)
+        raw = results[-1] if now is not None else None
         return QueueEntry.from_json(raw) if raw else None
 
     async def requeue_own(self) -> int:
         """Put this instance's in-progress pages (left by a crash) back in the queue."""
         return int(await self._requeue(keys=[self.p, self.q], args=[self.instance_id]))
-
-    async def mark_done(self, url: str, page_record: str | None) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            if page_record is not None:
-                pipe.lpush(self.pages, page_record)
-            pipe.incr(self.d)
-            pipe.hdel(self.p, url)
-            await pipe.execute()
-
-    async def mark_failed(self, url: str, record: str) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.rpush(self.f, record)
-            pipe.hdel(self.p, url)
-            await pipe.execute()
 
     async def is_finished(self) -> bool:
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -167,16 +221,6 @@ class CrawlState:
                 await self.redis.sadd(self.excluded, url)
                 dropped += 1
         return dropped
-
-    async def new_assets(self, urls: list[str]) -> list[str]:
-        """The requisites no instance of this crawl has fetched yet (and claims them)."""
-        if not urls:
-            return []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for url in urls:
-                pipe.sadd(self.assets, url)
-            added = await pipe.execute()
-        return [url for url, new in zip(urls, added, strict=True) if new]
 
     async def add_extra_seed(self, orig_seed_id: int, url: str) -> int:
         """Register a seed's redirect target as a seed of its own; returns its list position."""
