@@ -336,8 +336,12 @@ class Runner:
         )
         found = False
         for claim in adoptable.claim(self.id, now, lease, limit=100):
-            self.held[claim.pk] = Held(claim.token, renewed_at=now)
-            self.event(f"crawl {claim.pk[:8]}: adopted")
+            held = self.held.get(claim.pk)
+            if held:  # our own lease ran out (a long tick, a suspended host): keep what we know
+                held.token, held.renewed_at = claim.token, now
+            else:
+                self.held[claim.pk] = Held(claim.token, renewed_at=now)
+                self.event(f"crawl {claim.pk[:8]}: adopted")
             found = True
         free = self.settings.max_concurrent_crawls - self.running_count()
         while free > 0:

@@ -23,6 +23,8 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from archiver.conf import Settings
 from archiver.errors import ConfigError
@@ -62,6 +64,9 @@ class RedisEndpoint:
         return redis.Redis(host=self.host, port=self.port, db=db, password=self.password or None,
                            username=self.username or None, socket_timeout=timeout,
                            socket_connect_timeout=timeout, decode_responses=True,
+                           # One quick retry (a dropped idle connection), no backoff: a Redis
+                           # that is down must not slow the whole tick down.
+                           retry=Retry(NoBackoff(), 1),
                            ssl=self.scheme == "rediss")
 
 

@@ -1,0 +1,96 @@
+"""Factories for runner tests: settings on a short temp data dir, a store on the private
+Redis, crawls, and a Runner wired to a launcher of the test's choosing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+import redis
+
+from archiver.conf import Settings
+from crawls.config import CrawlConfig
+from crawls.models import Crawl, Org
+from runner.daemon import Runner
+from runner.launchers import FakeLauncher, LocalLauncher
+from runner.progress import ProgressStore
+from runner.redis_server import RedisEndpoint
+
+T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def data_dir():
+    # Short, so the wake socket's path fits a Unix socket address.
+    path = Path(tempfile.mkdtemp(prefix="arun-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def settings(data_dir) -> Settings:
+    return Settings(data_dir=data_dir, launcher="local", poll_interval=0.2, lease_seconds=5,
+                    max_concurrent_crawls=2, max_launch_attempts=3)
+
+
+@pytest.fixture
+def endpoint(redis_server) -> RedisEndpoint:
+    return RedisEndpoint(host="127.0.0.1", port=redis_server.port, databases=redis_server.databases)
+
+
+@pytest.fixture
+def store(endpoint):
+    store = ProgressStore(endpoint)
+    yield store
+    # The runner allocates databases from 1 up: leave them empty for the next test.
+    client = redis.Redis(host=endpoint.host, port=endpoint.port)
+    for db in range(1, 12):
+        client.execute_command("SELECT", db)
+        client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def org(db) -> Org:
+    return Org.objects.get_or_create(slug="default")[0]
+
+
+@pytest.fixture
+def make_crawl(org):
+    def make(*seeds: str, org: Org = org, now: dt.datetime | None = None, **config) -> Crawl:
+        config = CrawlConfig(seeds=list(seeds or ["http://127.0.0.1:9/"]), **config)
+        return Crawl.create(org, config, now=now)
+
+    return make
+
+
+@pytest.fixture
+def fake() -> FakeLauncher:
+    return FakeLauncher()
+
+
+def no_host_limit(crawl):
+    return None
+
+
+@pytest.fixture
+def make_runner(settings, store):
+    made = []
+
+    def make(launcher=None, settings: Settings = settings, clock=None, **options) -> Runner:
+        runner = Runner(settings, launcher or LocalLauncher(settings), store,
+                        host_check=no_host_limit, clock=clock or (lambda: T0), **options)
+        runner.register(runner.clock())
+        made.append(runner)
+        return runner
+
+    yield make
+    for runner in made:
+        for ref in list(getattr(runner.launcher, "instances", {})):
+            runner.launcher.remove(ref)
+        if isinstance(runner.launcher, LocalLauncher):
+            for instance in runner.launcher.list():
+                runner.launcher.remove(instance.ref)
