@@ -51,6 +51,7 @@ def test_a_crawl_run_by_the_runner_is_announced_queued_started_completed(data_di
     completed = receiver.received[-1].payload["crawl"]
     assert completed["status"] == "complete"
     assert completed["pages_done"] >= 1
-    assert completed["files"] and all(f["sha256"] and f["size"] for f in completed["files"])
+    assert completed["files"] and all(f["path"].endswith(".wacz") and f["sha256"] and f["size"]
+                                      for f in completed["files"])
     listed = json.loads(archiver(env, "webhook", "deliveries", "--json").stdout)
     assert listed["counts"]["succeeded"] == listed["counts"]["total"] == 3

@@ -1,0 +1,61 @@
+"""The background dispatcher the daemon starts: delivers, wakes on demand, stops promptly."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from crawls.models import DeliveryStatus, WebhookDelivery
+from runner.webhooks import Deliverer, DeliveryPolicy, WebhookDispatcher
+from tests.webhooks.conftest import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def wait_for(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_two_dispatcher_threads_deliver_every_event_once(allowed, make_hook, make_crawl):
+    make_hook(allowed.url())
+    for _ in range(10):
+        make_crawl()
+    dispatcher = WebhookDispatcher("runner-x", threads=2, poll_interval=0.05).start()
+    try:
+        wait_for(lambda: WebhookDelivery.objects.counts()["succeeded"] == 10)
+    finally:
+        dispatcher.stop(timeout=5)
+    ids = [r.headers["X-Archiver-Event-Id"] for r in allowed.received]
+    assert len(ids) == len(set(ids)) == 10
+    assert {d.lease_owner for d in WebhookDelivery.objects.all()} == {""}
+
+
+def test_wake_makes_a_sleeping_dispatcher_deliver_at_once(allowed, make_hook, make_crawl):
+    make_hook(allowed.url())
+    dispatcher = WebhookDispatcher("runner-x", poll_interval=60).start()
+    try:
+        time.sleep(0.2)  # it found nothing and sleeps for a minute
+        make_crawl()
+        dispatcher.wake()
+        wait_for(lambda: len(allowed.received) == 1, timeout=5)
+    finally:
+        dispatcher.stop(timeout=5)
+
+
+def test_stop_ends_the_threads_even_while_a_receiver_hangs(allowed, make_hook, make_crawl):
+    make_hook(allowed.url())
+    make_crawl()
+    allowed.then(Reply(hang=True))
+    deliverer = Deliverer(policy=DeliveryPolicy(timeout=1.0))
+    dispatcher = WebhookDispatcher("runner-x", deliverer=deliverer, poll_interval=60).start()
+    assert allowed.got_request.wait(5)
+    started = time.monotonic()
+    dispatcher.stop(timeout=5)
+    assert time.monotonic() - started < 2.5
+    assert not any(t.is_alive() for t in dispatcher._threads)
+    (delivery,) = WebhookDelivery.objects.all()
+    assert delivery.status == DeliveryStatus.PENDING and "timed out" in delivery.last_error
