@@ -85,3 +85,10 @@ def crawl_wait_reason(crawl) -> str | None:
     settings = conf.get()
     usage = read_host_usage(settings.data_dir)
     return wait_reason(usage, settings.disk_threshold_percent, memory_needed(crawl.launch_config()))
+
+
+def disk_full_reason() -> str | None:
+    """Why running crawls must pause for disk space now, or None (memory is not checked)."""
+    settings = conf.get()
+    usage = read_host_usage(settings.data_dir)
+    return wait_reason(HostUsage(usage.disk_used, usage.disk_free), settings.disk_threshold_percent, 0)

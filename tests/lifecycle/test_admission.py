@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from crawls import admission
-from crawls.admission import HostUsage, memory_needed, read_host_usage, read_memory_available, wait_reason
+from crawls.admission import (
+    HostUsage,
+    memory_needed,
+    read_host_usage,
+    read_memory_available,
+    wait_reason,
+)
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlStatus, Org, OrgUsage, StopReason
 from crawls.quotas import admit_by_org, org_wait_reason, start_decision
@@ -183,3 +189,11 @@ def test_the_real_host_is_read_for_a_data_dir_that_does_not_exist_yet(tmp_path: 
     usage = read_host_usage(tmp_path / "not" / "yet")
     assert usage.disk_used + usage.disk_free > 0
     assert 0 <= usage.disk_used_percent <= 100
+
+
+def test_running_crawls_pause_for_a_full_disk_but_not_for_memory(monkeypatch):
+    full = HostUsage(disk_used=95, disk_free=5, memory_available=0)
+    monkeypatch.setattr(admission, "read_host_usage", lambda data_dir: full)
+    assert admission.disk_full_reason() == "waiting: disk 95 % full (limit 90 %)"
+    monkeypatch.setattr(admission, "read_host_usage", lambda data_dir: HostUsage(10, 90, 0))
+    assert admission.disk_full_reason() is None
