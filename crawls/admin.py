@@ -6,9 +6,6 @@ put a crawl into a state the CLI could not. Webhooks are registered by their own
 
 from __future__ import annotations
 
-import datetime as dt
-
-from croniter import croniter
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Value
@@ -20,7 +17,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from archiver.errors import ConfigError, NotAllowed
-from crawls import wake
+from crawls import schedules, wake
 from crawls.cli import age, duration
 from crawls.config import MAX_SIZE, CrawlConfig, human_size, parse_size
 from crawls.lease import db_now
@@ -315,10 +312,10 @@ class ScheduleForm(forms.ModelForm):
         fields = ("org", "cron", "config", "tags", "enabled")
 
     def clean_cron(self):
-        cron = self.cleaned_data["cron"].strip()
-        if not croniter.is_valid(cron):
-            raise forms.ValidationError(f"{cron!r} is not a cron expression (try '0 3 * * *')")
-        return cron
+        try:
+            return schedules.check_cron(self.cleaned_data["cron"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean_config(self):
         config = self.cleaned_data["config"]
@@ -334,10 +331,6 @@ class ScheduleForm(forms.ModelForm):
         if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
             raise forms.ValidationError("tags are a JSON list of strings")
         return tags
-
-
-def next_run(cron: str, now: dt.datetime) -> dt.datetime:
-    return croniter(cron, now).get_next(dt.datetime)
 
 
 @admin.register(Schedule)
@@ -358,7 +351,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         if not obj.enabled:
             obj.retry_at = None
         elif obj.retry_at is None or "cron" in form.changed_data:
-            obj.retry_at = next_run(obj.cron, db_now())
+            obj.retry_at = schedules.next_slot(obj.cron, db_now())
         super().save_model(request, obj, form, change)
 
 

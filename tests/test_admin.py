@@ -32,8 +32,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def static_files(settings, tmp_path):
-    """Serve admin assets unhashed: tests do not run collectstatic for the manifest."""
+def test_settings(settings, tmp_path):
+    """Admin assets unhashed (tests run no collectstatic); a fast password hasher."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.STATIC_ROOT = tmp_path / "static"
     settings.STATIC_ROOT.mkdir()
     settings.STORAGES = {
@@ -284,7 +285,7 @@ def test_a_schedule_with_a_bad_cron_or_config_is_refused(admin_client, org):
     })
     html = response.content.decode()
     assert response.status_code == 200
-    assert "is not a cron expression" in html
+    assert "is not a valid cron expression" in html
     assert "only http:// and https://" in html
     assert not Schedule.objects.exists()
 
