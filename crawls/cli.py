@@ -196,12 +196,15 @@ class TransitionCommand(ArchiverCommand):
         from crawls.models import Crawl
 
         crawl = Crawl.objects.select_related("org").by_prefix(id)
-        getattr(crawl, self.action)(db_now())
+        self.act(crawl, db_now(), options)
         wake.nudge()
         if json:
             self.write_json(crawl.summary())
         else:
             self.stdout.write(self.outcome(crawl))
+
+    def act(self, crawl, now, options) -> None:
+        getattr(crawl, self.action)(now)
 
     def outcome(self, crawl) -> str:
         """What happened, in words, judged from the crawl's state after the call."""

@@ -30,6 +30,7 @@ from crawls.models import (
     Org,
     OrgUsage,
     Process,
+    Snapshot,
     month_start,
 )
 
@@ -481,3 +482,25 @@ def test_the_archiver_console_script_runs_the_same_commands(data_dir):
     result = manage(data_dir, "status", "--json", program=script)
     assert result.returncode == 0, result.stderr
     assert isinstance(json.loads(result.stdout), list)
+
+
+@pytest.mark.django_db
+def test_retry_failed_pages_queues_only_the_pages_that_failed(make_crawl, nudges):
+    crawl = make_crawl(S.COMPLETE, pages_found=3, pages_done=2, pages_failed=1)
+    Snapshot.objects.create(crawl=crawl, url="https://example.com/ok")
+    Snapshot.objects.create(crawl=crawl, url="https://example.com/broken", status="failed")
+    out = run("retry", crawl.short_id, "--failed-pages")
+    assert out == f"queued {crawl.short_id} again for its 1 failed page(s) (attempt 2)\n"
+    crawl.refresh_from_db()
+    assert crawl.status == S.QUEUED
+    assert crawl.config_override["seeds"] == ["https://example.com/broken"]
+    assert "this session" in run("status", crawl.short_id)
+
+
+@pytest.mark.django_db
+def test_retry_failed_pages_of_a_crawl_without_failures_is_refused(make_crawl, nudges):
+    crawl = make_crawl(S.COMPLETE)
+    before = row_counts()
+    with pytest.raises(CommandError, match="has no failed pages to retry"):
+        run("retry", crawl.short_id, "--failed-pages")
+    assert row_counts() == before

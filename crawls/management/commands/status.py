@@ -152,8 +152,11 @@ def limits(crawl: Crawl) -> Table:
 
 
 def config_table(crawl: Crawl) -> Table:
-    shown = {key: value for key, value in crawl.config.items() if key != "seeds"}
-    return key_values("config", [(key, value if value not in (None, []) else "-") for key, value in shown.items()])
+    rows = [(key, "-" if value in (None, []) else value)
+            for key, value in crawl.config.items() if key != "seeds"]
+    if crawl.config_override:  # a retry of failed pages crawls other seeds this session
+        rows.append(("this session", ", ".join(f"{k}={v}" for k, v in crawl.config_override.items())))
+    return key_values("config", rows)
 
 
 def files_table(crawl: Crawl) -> Table | Text:
