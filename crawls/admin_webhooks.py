@@ -11,7 +11,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 
-from archiver.errors import NotAllowed, WebhookRefused
+from archiver.errors import ConfigError, NotAllowed, WebhookRefused
 from crawls import wake
 from crawls.lease import db_now
 from crawls.models import CrawlEvent, DeliveryStatus, Webhook, WebhookDelivery
@@ -39,7 +39,7 @@ class WebhookForm(forms.ModelForm):
         url = self.cleaned_data["url"]
         try:
             ssrf.check_url(url)
-        except (WebhookRefused, OSError) as exc:  # OSError: the name does not resolve
+        except (WebhookRefused, ConfigError, OSError) as exc:  # OSError: the name does not resolve
             raise forms.ValidationError(str(exc)) from None
         return url
 

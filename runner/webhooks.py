@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from django.db import DatabaseError, connection
+from django.db import connection
 
 from archiver import conf
-from archiver.errors import WebhookRefused
+from archiver.errors import ConfigError, WebhookRefused
 from crawls.lease import Claim, db_now
 from crawls.models import WebhookDelivery
 from runner import ssrf
@@ -93,7 +93,9 @@ class Deliverer:
 
     def deliver(self, claim: Claim, now: dt.datetime) -> None:
         """One attempt of a claimed delivery, its outcome recorded under our lease."""
-        delivery = WebhookDelivery.objects.select_related("webhook", "event").get(pk=claim.pk)
+        delivery = WebhookDelivery.objects.select_related("webhook", "event").filter(pk=claim.pk).first()
+        if delivery is None:
+            return  # its webhook was removed meanwhile
         hook = delivery.webhook
         if not hook.enabled:
             delivery.give_up(claim.token, None, "the webhook is disabled")
@@ -113,7 +115,7 @@ class Deliverer:
             destination = ssrf.check_url(hook.url, conf.get(), self.resolver)
         except WebhookRefused as exc:
             return Outcome(False, error=f"refused: {exc}")
-        except OSError as exc:
+        except (OSError, ConfigError) as exc:  # DNS down, or an allow setting to be fixed
             return Outcome(False, error=str(exc), retry=True)
         body, headers = signed_request(delivery, hook.secret, now)
         try:
@@ -322,7 +324,9 @@ class WebhookDispatcher:
                     # One at a time, so stop() is seen between attempts and each claim
                     # reads the clock afresh.
                     found = deliver_due_webhooks(owner, self.clock(), self.deliverer, limit=1)
-                except DatabaseError:
+                except Exception:  # noqa: BLE001 - logged; a dead thread would stop every delivery
+                    # Mostly DatabaseError (locked, restarting); the delivery in hand, if
+                    # any, is claimed again when its lease ends.
                     log.exception("webhook delivery pass failed; trying again shortly")
                     found = False
                 if not found:

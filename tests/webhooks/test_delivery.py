@@ -413,3 +413,18 @@ def test_unique_event_ids_survive_the_payload(make_hook, make_crawl):
     crawl = make_crawl()
     event = CrawlEvent.objects.get(crawl=crawl)
     assert uuid.UUID(event.payload["event_id"]) == event.event_id
+
+
+def test_a_malformed_allow_setting_keeps_deliveries_pending_and_says_why(monkeypatch, make_hook, make_crawl):
+    from tests.webhooks.conftest import allow
+
+    allow(monkeypatch, "127.0.0.1")  # no port
+    make_hook("https://hooks.example.com/x")
+    make_crawl()
+    transport = RecordingTransport()
+    drain(at(0), Deliverer(transport=transport))
+
+    delivery = only_delivery()
+    assert delivery.status == D.PENDING
+    assert "ARCHIVER_WEBHOOK_ALLOW_HOSTS" in delivery.last_error
+    assert transport.sent == []
