@@ -7,7 +7,13 @@ import datetime as dt
 import pytest
 
 from crawls.models import Crawl, CrawlStatus, OrgUsage, Process, ProcessStatus
-from crawls.quotas import count_crawl_time, count_process_time, exec_seconds_to_add, month_parts, next_month
+from crawls.quotas import (
+    count_crawl_time,
+    count_process_time,
+    exec_seconds_to_add,
+    month_parts,
+    next_month,
+)
 
 from .conftest import NOW
 

@@ -205,3 +205,12 @@ def test_schedule_disable_and_enable_by_id(nightly):
 def test_schedule_disable_of_an_unknown_id_is_refused(pk, says, db):
     with pytest.raises(CommandError, match=says):
         run("disable", pk)
+
+
+def test_a_schedule_with_an_unreadable_cron_is_looked_at_again_in_an_hour(nightly, caplog):
+    Schedule.objects.filter(pk=nightly.pk).update(cron="0 0 31 2 *")  # e.g. edited in the admin
+    with caplog.at_level(logging.ERROR, logger="crawls.schedules"):
+        assert fire_due_schedules("runner-a", SLOT)
+    nightly.refresh_from_db()
+    assert crawls_of(nightly) == [] and nightly.retry_at == SLOT + schedules.BROKEN_RETRY
+    assert "cannot be read" in caplog.text
