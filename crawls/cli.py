@@ -14,6 +14,7 @@ import shutil
 from argparse import ArgumentTypeError
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.utils import OperationalError, ProgrammingError
 from pydantic import ValidationError
 from rich.console import Console
 
@@ -47,7 +48,8 @@ class OneLineParser(CommandParser):
 
 
 class ArchiverCommand(BaseCommand):
-    """A command whose ArchiverError and ValueError refusals reach the user as one line."""
+    """A command whose refusals (ArchiverError, ValueError, an unusable database) reach the
+    user as one line."""
 
     def create_parser(self, prog_name, subcommand, **kwargs):
         parser = super().create_parser(prog_name, subcommand, **kwargs)
@@ -61,6 +63,9 @@ class ArchiverCommand(BaseCommand):
             return self.run(*args, **options)
         except (ArchiverError, ValueError) as exc:
             raise CommandError(str(exc)) from None
+        except (OperationalError, ProgrammingError) as exc:
+            # Most often a database that was never migrated, or one from a newer version.
+            raise CommandError(f"database error: {exc} (has `archiver migrate` been run?)") from None
 
     def run(self, *args, **options):
         raise NotImplementedError

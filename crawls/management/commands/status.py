@@ -152,8 +152,12 @@ def limits(crawl: Crawl) -> Table:
 
 
 def config_table(crawl: Crawl) -> Table:
-    rows = [(key, "-" if value in (None, []) else value)
-            for key, value in crawl.config.items() if key != "seeds"]
+    shown = {**crawl.config}
+    if shown.get("size_limit"):
+        shown["size_limit"] = f"{human_size(shown['size_limit'])} ({shown['size_limit']} bytes)"
+    if shown.get("time_limit"):
+        shown["time_limit"] = duration(shown["time_limit"])
+    rows = [(key, "-" if value in (None, []) else value) for key, value in shown.items() if key != "seeds"]
     if crawl.config_override:  # a retry of failed pages crawls other seeds this session
         rows.append(("this session", ", ".join(f"{k}={v}" for k, v in crawl.config_override.items())))
     return key_values("config", rows)
