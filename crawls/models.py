@@ -502,7 +502,7 @@ class Crawl(Leased):
             attempts=self.attempts + 1, retry_at=now, lease_owner="", intent="",
             stop_reason="", error="", waiting_reason="", finished_at=None, started_at=None,
             pages_found=0, pages_done=0, pages_failed=0, elapsed_seconds=0, stalls=0,
-            redis_db=None, progress_at=None,
+            redis_db=None, progress_at=None, config_override={},
         ):
             raise self._refuse("retry")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from archiver.errors import NotAllowed
-from crawls.models import CrawlEvent, CrawlStatus, Snapshot, SnapshotStatus
+from crawls.models import Crawl, CrawlEvent, CrawlStatus, Snapshot, SnapshotStatus
 
 from .conftest import NOW
 
@@ -71,3 +71,13 @@ def test_only_a_finished_crawl_with_its_archive_can_retry_its_pages(finished_wit
     with pytest.raises(NotAllowed, match="cannot retry the failed pages of crawl"):
         crawl.retry_failed_pages(NOW)
     assert crawl.failed_pages().count() == 2
+
+
+def test_a_full_retry_after_a_failed_pages_session_crawls_the_whole_config_again(finished_with_failures):
+    crawl = finished_with_failures()
+    crawl.retry_failed_pages(NOW)
+    Crawl.objects.filter(pk=crawl.pk).update(status=S.FAILED, finished_at=NOW, retry_at=None)
+    crawl.refresh_from_db()
+    crawl.retry(NOW)
+    crawl.refresh_from_db()
+    assert crawl.config_override == {} and crawl.launch_config().depth == 3
