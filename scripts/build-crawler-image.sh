@@ -147,7 +147,7 @@ main() {
     # pip inside the build reaches PyPI through whatever proxy this host trusts.
     local ca=/etc/ssl/certs/ca-certificates.crt
     if [[ -s $ca ]]; then cp "$ca" "$build_dir/context/.build-ca.crt"; fi
-    if ! "$DOCKER" build --network host \
+    if ! "$DOCKER" build --network host --force-rm \
         --build-arg "BASE_IMAGE=$base" --build-arg "CRAWLER_VERSION=$version" \
         --label "$HASH_LABEL=$hash" \
         --tag "$tag" "$build_dir/context" >"$build_dir/build.log" 2>&1; then
@@ -156,6 +156,10 @@ main() {
     fi
     rm -rf "$build_dir"
     trap - EXIT
+    # Earlier builds that lost their tag to this one, and the untagged builder stages,
+    # would pile up under a fixed data-root.
+    "$DOCKER" image prune --force --filter "label=$HASH_LABEL" >/dev/null
+    "$DOCKER" image prune --force --filter "label=org.archiver.build-stage" >/dev/null
     say "built $tag"
     echo "$tag"
 }

@@ -12,50 +12,23 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import uuid
 import zipfile
-from contextlib import contextmanager
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import archiver_crawler
 import pytest
 import redis
+import requests
 import yaml
+
+from tests.sitegen import serve_site
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CRAWLER_UID = 1000
-
-
-class QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):
-        pass
-
-
-@contextmanager
-def serve_tiny_site(root: Path):
-    """Three linked pages on 127.0.0.1, one out-of-scope link to be excluded."""
-    root.mkdir()
-    pages = {
-        "index.html": '<a href="a.html">A</a> <a href="b.html">B</a> <a href="/other/x.html">x</a>',
-        "a.html": '<title>Page A</title><a href="b.html">B</a>',
-        "b.html": '<title>Page B</title><a href="index.html">home</a>',
-    }
-    (root / "site").mkdir()
-    for name, body in pages.items():
-        (root / "site" / name).write_text(f"<html><body>{body}</body></html>")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/site/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+CRAWL_TIMEOUT = 120
 
 
 @pytest.fixture
@@ -94,7 +67,11 @@ def run_crawler(docker_client, image: str, crawl_id: str, crawl_dir: Path, args:
         labels={"archiver.test": "test_image"},
     )
     try:
-        result = container.wait(timeout=120)
+        try:
+            result = container.wait(timeout=CRAWL_TIMEOUT)
+        except requests.exceptions.ConnectionError:  # the SDK's read timeout
+            logs = container.logs(tail=50).decode(errors="replace")
+            pytest.fail(f"the crawler did not exit within {CRAWL_TIMEOUT}s; its log:\n{logs}")
         logs = container.logs().decode(errors="replace")
     finally:
         container.remove(force=True)
@@ -105,9 +82,10 @@ def test_the_image_runs_as_the_crawler_user_in_crawls(docker_client, crawler_ima
     image = docker_client.images.get(crawler_image)
     assert image.attrs["Config"]["User"] in ("crawler", "crawler:crawler", "1000:1000")
     assert image.attrs["Config"]["WorkingDir"] == "/crawls"
-    assert image.labels["org.opencontainers.image.version"]
+    assert image.labels["org.opencontainers.image.version"] == archiver_crawler.__version__
     output = docker_client.containers.run(
-        crawler_image, ["sh", "-c", "id -u; id -g; command -v crawl archiver-crawler"],
+        crawler_image,
+        ["sh", "-c", "id -u; id -g; for c in crawl archiver-crawler; do command -v $c; done"],
         network_mode="none", remove=True,
     ).decode().split()
     assert output[:2] == ["1000", "1000"]
@@ -115,13 +93,13 @@ def test_the_image_runs_as_the_crawler_user_in_crawls(docker_client, crawler_ima
 
 
 def test_a_crawl_from_the_image_archives_the_site_and_reports_to_redis(
-    docker_client, crawler_image, redis_url, crawl_dir, tmp_path
+    docker_client, crawler_image, redis_url, crawl_dir
 ):
     crawl_id = uuid.uuid4().hex[:8]
     hostname = f"crawl-{crawl_id}-0"
-    with serve_tiny_site(tmp_path / "www") as seed:
+    with serve_site() as site:
         (crawl_dir / "crawl.yaml").write_text(
-            yaml.safe_dump({"seeds": [seed], "scopeType": "prefix", "depth": 3, "limit": 20})
+            yaml.safe_dump({"seeds": [site.url], "scopeType": "prefix", "depth": -1})
         )
         code, logs = run_crawler(docker_client, crawler_image, crawl_id, crawl_dir, [
             "--config", "/crawls/crawl.yaml",
@@ -152,5 +130,5 @@ def test_a_crawl_from_the_image_archives_the_site_and_reports_to_redis(
     store = redis.Redis.from_url(redis_url, decode_responses=True)
     assert store.hget(f"{crawl_id}:status", hostname) == "done"
     pages = [json.loads(p) for p in store.lrange(f"{crawl_id}:pages", 0, -1)]
-    assert {p["url"] for p in pages} == {seed, seed + "a.html", seed + "b.html"}
-    assert int(store.get(f"{crawl_id}:d")) == 3
+    assert {p["url"] for p in pages} == site.expected_pages("prefix")
+    assert int(store.get(f"{crawl_id}:d")) >= 1
