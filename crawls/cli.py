@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 import shutil
 from argparse import ArgumentTypeError
 
@@ -51,6 +52,8 @@ class ArchiverCommand(BaseCommand):
     """A command whose refusals (ArchiverError, ValueError, an unusable database) reach the
     user as one line."""
 
+    colors = True  # off with --no-color or NO_COLOR; never on when stdout is not a terminal
+
     def create_parser(self, prog_name, subcommand, **kwargs):
         parser = super().create_parser(prog_name, subcommand, **kwargs)
         # Django offers no hook for the parser class; OneLineParser adds no state, only
@@ -59,6 +62,7 @@ class ArchiverCommand(BaseCommand):
         return parser
 
     def handle(self, *args, **options):
+        self.colors = not options.get("no_color") and "NO_COLOR" not in os.environ
         try:
             return self.run(*args, **options)
         except (ArchiverError, ValueError) as exc:
@@ -78,7 +82,8 @@ class ArchiverCommand(BaseCommand):
         tty = self.stdout.isatty()
         buffer = io.StringIO()
         console = Console(
-            file=buffer, force_terminal=tty, no_color=not tty, highlight=False,
+            file=buffer, force_terminal=tty, highlight=False,
+            color_system="auto" if tty and self.colors else None,
             width=shutil.get_terminal_size().columns if tty else 120,
         )
         for renderable in renderables:
