@@ -153,7 +153,7 @@ class CrawlAdmin(admin.ModelAdmin):
                            "waiting_reason", "error")}),
         ("Progress", {"fields": ("progress", "pages_failed", "size", "running_time",
                                  "execution_time", "attempts", "scale", "snapshot_count")}),
-        ("Configuration", {"fields": ("config",)}),
+        ("Configuration", {"fields": ("config", "config_override")}),
         ("Times", {"fields": ("created_at", "started_at", "paused_at", "finished_at",
                               "progress_at", "updated_at")}),
         ("Lease", {"classes": ("collapse",),
