@@ -67,6 +67,7 @@ RELAUNCH_BASE = 1.0  # first relaunch backoff; doubles per failure, capped
 RELAUNCH_CAP = 60.0
 ENGINE_RETRY = 2.0  # launch again this long after the engine did not answer
 REDIS_GRACE = 300.0  # Redis unreachable this long fails the crawl
+CANCEL_GRACE = 30.0  # crawlers still running this long after a cancel are removed
 MAX_DRAIN_BATCHES = 20  # per crawl per tick, so one busy crawl cannot starve the others
 SHUTDOWN_PAUSE_TIMEOUT = 120.0
 
@@ -169,6 +170,7 @@ class Held:
     redis_down_since: dt.datetime | None = None
     engine_down: bool = False
     files_bytes: int | None = None  # sizes of its kept files, read once per lease
+    canceled_at: dt.datetime | None = None  # when we sent the cancel command
 
 
 def new_runner_id() -> str:
@@ -191,6 +193,7 @@ class Runner:
         self.stop_event = threading.Event()
         self.interrupt_crawls = False
         self.redis_grace = REDIS_GRACE
+        self.cancel_grace = CANCEL_GRACE
         self.events: deque[str] = deque(maxlen=50)
         self.seen: dict[str, Crawl] = {}  # the held crawls as last read, for the live view
         # Periodic steps after supervision: (name, step(now) -> found work).
@@ -477,6 +480,12 @@ class Runner:
         live = self.check_instances(crawl, processes, progress, now)
         if crawl.pk not in self.held:
             return True
+        if held.canceled_at and (now - held.canceled_at).total_seconds() >= self.cancel_grace:
+            # A canceled crawl keeps nothing, so there is nothing to wait for.
+            self.note(crawl, f"crawlers still running {self.cancel_grace:g} s after the cancel; "
+                             "removing them", "warning", now)
+            self.finish(crawl, Outcome(S.CANCELED, StopReason.USER), now)
+            return True
         if not live:
             outcome = decide_outcome(
                 [progress.statuses.get(hostname(crawl.pk, i)) for i in range(crawl.scale)],
@@ -568,6 +577,8 @@ class Runner:
             self.store.set_flag(crawl.redis_db, crawl.pk, wanted)
             held.flags.add(wanted)
             self.note(crawl, f"asked its crawlers to {crawl.intent}", now=now)
+            if wanted == "canceled":
+                held.canceled_at = now
         if "paused" in held.flags and crawl.intent != Intent.PAUSE:
             self.store.clear_flag(crawl.redis_db, crawl.pk, "paused")
             held.flags.discard("paused")

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 CRAWLER_UID = 1000
 CONFIG_NAME = "crawler.json"
 GiB, MiB = 2**30, 2**20
-STOP_TIMEOUT = 10
+STOP_TIMEOUT = 5
 
 
 @dataclass(frozen=True)
