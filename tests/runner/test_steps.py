@@ -19,7 +19,6 @@ from crawls.models import (
     ExitReason,
     Intent,
     Org,
-    Process,
     ProcessStatus,
     Snapshot,
 )

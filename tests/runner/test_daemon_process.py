@@ -1,0 +1,150 @@
+"""`manage.py run --daemon` as a real process: out of the box (embedded Redis), kill -9, restart.
+
+Each test has a data dir of its own (its own SQLite database and embedded Redis), so the
+daemon and the commands here share nothing with the rest of the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.runner.helpers import processes_mentioning, sha256, slow_site
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Installation:
+    """A data dir, the commands run against it, and every daemon started on it."""
+
+    def __init__(self, data_dir: Path):
+        self.data_dir = data_dir
+        self.env = {**os.environ, "ARCHIVER_DATA_DIR": str(data_dir), "ARCHIVER_LAUNCHER": "local",
+                    "ARCHIVER_POLL_INTERVAL": "0.2", "ARCHIVER_LEASE_SECONDS": "5",
+                    "PYTHONUNBUFFERED": "1"}
+        for name in ("ARCHIVER_REDIS_URL", "ARCHIVER_DATABASE_URL", "DJANGO_SETTINGS_MODULE"):
+            self.env.pop(name, None)
+        self.daemons: list[subprocess.Popen] = []
+
+    def manage(self, *args: str) -> str:
+        result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    def start_daemon(self) -> subprocess.Popen:
+        log = open(self.data_dir / f"daemon-{len(self.daemons)}.log", "w")  # noqa: SIM115
+        daemon = subprocess.Popen([sys.executable, "manage.py", "run", "--daemon", "--no-live"],
+                                  cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.daemons.append(daemon)
+        return daemon
+
+    def query(self, sql: str, *params):
+        with sqlite3.connect(self.data_dir / "archiver.sqlite3", timeout=30) as db:
+            return db.execute(sql, params).fetchall()
+
+    def crawl(self, crawl_id: str) -> dict:
+        (row,) = self.query("SELECT status, pages_done, error FROM crawls_crawl WHERE id = ?", crawl_id)
+        return {"status": row[0], "pages_done": row[1], "error": row[2]}
+
+    def wait(self, crawl_id: str, until, timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.crawl(crawl_id)
+            if until(state):
+                return state
+            time.sleep(0.2)
+        logs = "\n".join(p.read_text()[-3000:] for p in sorted(self.data_dir.glob("daemon-*.log")))
+        raise AssertionError(f"crawl {crawl_id} stuck at {self.crawl(crawl_id)}\n{logs}")
+
+    def clean_up(self) -> None:
+        for daemon in self.daemons:
+            if daemon.poll() is None:
+                daemon.send_signal(signal.SIGTERM)
+                try:
+                    daemon.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    daemon.kill()
+                    daemon.wait()
+        for pid in processes_mentioning(str(self.data_dir)):  # crawlers we started
+            os.kill(pid, signal.SIGKILL)
+        state = self.data_dir / "run" / "redis.json"
+        if state.exists():
+            port = json.loads(state.read_text())["port"]
+            for pid in processes_mentioning(f"redis-server 127.0.0.1:{port}"):
+                os.kill(pid, signal.SIGTERM)
+
+
+@pytest.fixture
+def installation(data_dir):
+    inst = Installation(data_dir)
+    inst.manage("migrate", "-v0")
+    try:
+        yield inst
+    finally:
+        inst.clean_up()
+
+
+def test_the_daemon_runs_a_crawl_out_of_the_box_and_a_second_one_is_refused(installation):
+    with slow_site(pages=5, delay=0.05) as site:
+        daemon = installation.start_daemon()
+        crawl_id = installation.manage("add", site.url).strip()
+        started = time.monotonic()
+        installation.wait(crawl_id, lambda c: c["status"] == "running", timeout=15)
+        add_to_running = time.monotonic() - started
+
+        second = subprocess.run([sys.executable, "manage.py", "run", "--daemon"], cwd=ROOT,
+                                env=installation.env, capture_output=True, text=True, timeout=60)
+        assert second.returncode != 0
+        assert f"another runner (pid {daemon.pid}) already runs" in second.stderr
+
+        state = installation.wait(crawl_id, lambda c: c["status"] == "complete")
+    assert state["pages_done"] == 6
+    assert add_to_running < 5
+    assert (installation.data_dir / "run" / "redis.json").stat().st_mode & 0o777 == 0o600
+    log = (installation.data_dir / "daemon-0.log").read_text()
+    password = json.loads((installation.data_dir / "run" / "redis.json").read_text())["password"]
+    assert password not in log
+    assert f"[runner] crawl {crawl_id[:8]} complete" in log
+
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=20) == 0
+    # No crawl keeps state in it: the embedded Redis stopped with the daemon.
+    assert processes_mentioning("redis-server 127.0.0.1:" + str(
+        json.loads((installation.data_dir / "run" / "redis.json").read_text())["port"])) == []
+
+
+def test_kill_9_of_the_daemon_mid_crawl_then_a_restart_completes_it_once(installation):
+    with slow_site(pages=30, delay=0.2) as site:
+        first = installation.start_daemon()
+        crawl_id = installation.manage("add", site.url).strip()
+        installation.wait(crawl_id, lambda c: c["pages_done"] >= 3, timeout=30)
+        (crawler_pid,) = [pid for (pid,) in installation.query(
+            "SELECT pid FROM crawls_process WHERE crawl_id = ?", crawl_id)]
+
+        first.kill()  # kill -9: no clean-up at all
+        first.wait()
+        assert crawler_pid in processes_mentioning(str(installation.data_dir))
+
+        installation.start_daemon()
+        state = installation.wait(crawl_id, lambda c: c["status"] not in ("running", "starting", "queued",
+                                                                       "generate_wacz", "pending_wait"))
+    assert state["status"] == "complete", state
+    assert state["pages_done"] == 31
+    processes = installation.query("SELECT pid, status, exit_code FROM crawls_process WHERE crawl_id = ?", crawl_id)
+    assert processes == [(crawler_pid, "exited", 0)]  # adopted, never launched twice
+    files = installation.query("SELECT path, size, sha256 FROM crawls_crawlfile WHERE crawl_id = ?", crawl_id)
+    assert len(files) == 1
+    path, size, digest = files[0]
+    assert (installation.data_dir / path).stat().st_size == size and sha256(installation.data_dir / path) == digest
+    assert list((installation.data_dir / "archives").rglob("*.wacz")) == [installation.data_dir / path]
+    assert [pid for pid in processes_mentioning(str(installation.data_dir)) if pid != installation.daemons[1].pid] == []
