@@ -1,0 +1,149 @@
+"""Real crawls in containers from the crawler image, on the real engine."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from crawls.lease import db_now
+from crawls.models import CrawlStatus, ProcessStatus
+from runner.launchers import DockerLauncher, install_id
+from tests.runner.helpers import drive, is_final, sha256, status_of
+from tests.sitegen import serve_site
+
+S = CrawlStatus
+pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.slow]
+
+
+@pytest.fixture
+def docker_settings(settings, crawler_image):
+    return settings.model_copy(update={"launcher": "docker", "crawler_image": crawler_image})
+
+
+@pytest.fixture
+def no_leftover_containers(docker_client, docker_settings):
+    yield
+    label = f"archiver.install={install_id(docker_settings)}"
+    for container in docker_client.containers.list(all=True, filters={"label": label}):
+        container.remove(force=True)
+
+
+def our_containers(docker_client, settings) -> list:
+    label = f"archiver.install={install_id(settings)}"
+    return docker_client.containers.list(all=True, filters={"label": label})
+
+
+def test_a_crawl_in_a_container_completes_with_a_verified_wacz(
+        make_runner, make_crawl, docker_settings, docker_client, no_leftover_containers, store):
+    launcher = DockerLauncher(docker_settings)
+    runner = make_runner(launcher, settings=docker_settings, clock=db_now)
+    with serve_site() as site:
+        crawl = make_crawl(site.url, workers=2)
+        drive(runner, lambda: status_of(crawl) == S.RUNNING, timeout=20)
+        (container,) = our_containers(docker_client, docker_settings)
+        config = container.attrs["HostConfig"]
+        assert config["NetworkMode"] == "host" and config["CapDrop"] == ["ALL"]
+        assert config["Memory"] == 2**30 + 768 * 2**20 and config["NanoCpus"] == 1_500_000_000
+        assert "no-new-privileges" in config["SecurityOpt"] and config["PidsLimit"] > 0
+        assert container.attrs["Config"]["Hostname"] == f"crawl-{crawl.pk}-0"
+        assert container.attrs["Config"]["User"] != "" and "docker.sock" not in str(config["Binds"])
+        drive(runner, is_final(crawl), timeout=90)
+
+    crawl.refresh_from_db()
+    assert crawl.status == S.COMPLETE, crawl.error
+    assert crawl.snapshots.count() == crawl.pages_done >= 10
+    (record,) = crawl.files.all()
+    path = docker_settings.data_dir / record.path
+    assert record.size == path.stat().st_size and record.sha256 == sha256(path)
+    (process,) = crawl.processes.all()
+    assert process.status == ProcessStatus.EXITED and process.exit_code == 0
+    assert process.launcher == "docker" and process.container_id
+    assert our_containers(docker_client, docker_settings) == []
+    assert store.client(1).dbsize() == 0
+
+
+class UnixForwarder:
+    """A Unix socket that forwards to the real Docker socket, and that can be turned off."""
+
+    def __init__(self, path: Path, target: str):
+        self.path, self.target = path, target
+        self.server: socket.socket | None = None
+        self.conns: list[socket.socket] = []
+
+    def on(self) -> None:
+        self.path.unlink(missing_ok=True)
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(str(self.path))
+        self.server.listen(16)
+        threading.Thread(target=self._accept, args=(self.server,), daemon=True).start()
+
+    def off(self) -> None:
+        if self.server:
+            self.server.close()
+            self.server = None
+        for conn in self.conns:
+            conn.close()
+        self.conns.clear()
+        self.path.unlink(missing_ok=True)
+
+    def _accept(self, server: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.connect(self.target)
+            self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+@pytest.fixture
+def forwarder(data_dir, monkeypatch, docker_client):
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if not host.startswith("unix://"):
+        pytest.skip("the engine is not on a Unix socket")
+    fwd = UnixForwarder(data_dir / "fwd.sock", host.removeprefix("unix://"))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{fwd.path}")
+    try:
+        yield fwd
+    finally:
+        fwd.off()
+
+
+def test_an_unreachable_engine_keeps_the_daemon_up_and_crawls_wait_then_proceed(
+        make_runner, make_crawl, docker_settings, forwarder, no_leftover_containers):
+    launcher = DockerLauncher(docker_settings)
+    runner = make_runner(launcher, settings=docker_settings, clock=db_now)
+    with serve_site() as site:
+        crawl = make_crawl(site.url, depth=1)
+        drive(runner, lambda: status_of(crawl) == S.WAITING_CAPACITY, timeout=20)
+        crawl.refresh_from_db()
+        assert crawl.waiting_reason == "waiting: Docker engine unreachable"
+        for _ in range(5):
+            runner.tick()  # still up, still waiting
+
+        forwarder.on()
+        drive(runner, is_final(crawl), timeout=90)
+    crawl.refresh_from_db()
+    assert crawl.status == S.COMPLETE, crawl.error
+    assert crawl.waiting_reason == "" and crawl.files.count() == 1
