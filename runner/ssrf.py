@@ -353,7 +353,15 @@ class PinnedTransport:
     max_body = 64 * 1024
 
     def __init__(self, ssl_context: ssl.SSLContext | None = None):
-        self.ssl_context = ssl_context or ssl.create_default_context()
+        self._ssl_context = ssl_context
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext:
+        # Made on first use: loading the system's CA certificates is not free, and a
+        # deliverer that only ever finds nothing due should not pay for it.
+        if self._ssl_context is None:
+            self._ssl_context = ssl.create_default_context()
+        return self._ssl_context
 
     def post(self, destination: Destination, body: bytes, headers: dict[str, str],
              timeout: float) -> Response:

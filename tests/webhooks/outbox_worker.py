@@ -1,7 +1,8 @@
-"""A separate process for the crash test: `setup URL`, `dispatch LEASE_SECONDS`, `show`.
+"""A separate process on a file SQLite db: `setup URL [CRAWLS]`, `dispatch LEASE [THREADS]`, `show`.
 
-Runs against the database named by the ARCHIVER_* environment (a file SQLite db), like
-a real runner would, so the test can kill -9 it in the middle of a delivery.
+Runs against the database named by the ARCHIVER_* environment, like a real runner would,
+so a test can kill -9 it in the middle of a delivery, or run threads on a real file
+database (the test database is an in-memory one whose table locks time out differently).
 """
 
 from __future__ import annotations
@@ -26,16 +27,17 @@ from runner.webhooks import Deliverer, DeliveryPolicy, WebhookDispatcher  # noqa
 from tests.webhooks.conftest import SECRET  # noqa: E402
 
 
-def setup(url: str) -> None:
+def setup(url: str, crawls: str = "1") -> None:
     Webhook.objects.create(url=url, secret=SECRET)
-    Crawl.create(Org.objects.get(slug="default"), CrawlConfig(seeds=["https://example.com/"]))
+    for _ in range(int(crawls)):
+        Crawl.create(Org.objects.get(slug="default"), CrawlConfig(seeds=["https://example.com/"]))
 
 
-def dispatch(lease_seconds: str) -> None:
+def dispatch(lease_seconds: str, threads: str = "1") -> None:
     """Deliver until nothing is open any more (or for ever, if killed first)."""
     policy = DeliveryPolicy(lease_seconds=float(lease_seconds), timeout=60)
     dispatcher = WebhookDispatcher(f"worker-{os.getpid()}", deliverer=Deliverer(policy=policy),
-                                   poll_interval=0.1).start()
+                                   threads=int(threads), poll_interval=0.1).start()
     while WebhookDelivery.objects.open().exists():
         time.sleep(0.1)
     dispatcher.stop(timeout=5)

@@ -1,5 +1,6 @@
-"""A deliverer killed with SIGKILL mid-delivery: after restart the event arrives again,
-with the same event id, and the delivery ends in exactly one outcome."""
+"""Deliverers as separate processes on a file database: one killed with SIGKILL mid-delivery
+(after restart the event arrives again, with the same event id, and the delivery ends in
+exactly one outcome), and several racing for the same outbox (each event sent once)."""
 
 from __future__ import annotations
 
@@ -29,15 +30,30 @@ def run(env, *args) -> str:
     return result.stdout
 
 
-def test_a_delivery_cut_short_by_kill_9_is_delivered_after_restart_with_the_same_event_id(
-        tmp_path, receiver):
-    from tests.webhooks.conftest import Reply
-
+@pytest.fixture
+def env(tmp_path, receiver):
+    """A migrated file SQLite database, with the receiver allowed."""
     env = {**os.environ, "ARCHIVER_DATA_DIR": str(tmp_path),
            "ARCHIVER_WEBHOOK_ALLOW_HOSTS": receiver.where, "DJANGO_SETTINGS_MODULE": "archiver.settings"}
     env.pop("ARCHIVER_DATABASE_URL", None)
     subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v", "0"],
                    cwd=ROOT, env=env, check=True, timeout=120)
+    return env
+
+
+def finish(process: subprocess.Popen, timeout: float = 60) -> None:
+    try:
+        _, err = process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, err
+
+
+def test_a_delivery_cut_short_by_kill_9_is_delivered_after_restart_with_the_same_event_id(env, receiver):
+    from tests.webhooks.conftest import Reply
+
     run(env, "setup", receiver.url())
     receiver.then(Reply(hang=True))
 
@@ -53,14 +69,7 @@ def test_a_delivery_cut_short_by_kill_9_is_delivered_after_restart_with_the_same
             first.kill()
             first.wait()
 
-    second = worker(env, "dispatch", "2", stderr=subprocess.PIPE)
-    try:
-        _, err = second.communicate(timeout=60)
-    finally:
-        if second.poll() is None:
-            second.kill()
-            second.wait()
-    assert second.returncode == 0, err
+    finish(worker(env, "dispatch", "2", stderr=subprocess.PIPE))
 
     (row,) = json.loads(run(env, "show"))
     assert (row["status"], row["attempts"], row["retry_at"]) == ("succeeded", 2, None)
@@ -69,3 +78,16 @@ def test_a_delivery_cut_short_by_kill_9_is_delivered_after_restart_with_the_same
     assert cut.headers["X-Archiver-Event-Id"] == delivered.headers["X-Archiver-Event-Id"] == row["event_id"]
     assert cut.headers["X-Archiver-Delivery"] == delivered.headers["X-Archiver-Delivery"]
     assert cut.body == delivered.body
+
+
+def test_two_dispatchers_of_two_threads_each_deliver_every_event_exactly_once(env, receiver):
+    run(env, "setup", receiver.url(), "30")
+    workers = [worker(env, "dispatch", "60", "2", stderr=subprocess.PIPE) for _ in range(2)]
+    for process in workers:
+        finish(process)
+
+    rows = json.loads(run(env, "show"))
+    assert {row["status"] for row in rows} == {"succeeded"} and len(rows) == 30
+    ids = [r.headers["X-Archiver-Event-Id"] for r in receiver.received]
+    assert sorted(ids) == sorted(row["event_id"] for row in rows)
+    assert all(r.signed for r in receiver.received)

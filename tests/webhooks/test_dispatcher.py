@@ -1,4 +1,7 @@
-"""The background dispatcher the daemon starts: delivers, wakes on demand, stops promptly."""
+"""The background dispatcher the daemon starts: delivers, wakes on demand, stops promptly.
+
+Two threads and two processes racing are in test_crash.py, on a file database.
+"""
 
 from __future__ import annotations
 
@@ -20,17 +23,20 @@ def wait_for(condition, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def test_two_dispatcher_threads_deliver_every_event_once(allowed, make_hook, make_crawl):
+def test_the_dispatcher_delivers_in_the_background_and_releases_every_lease(allowed, make_hook, make_crawl):
     make_hook(allowed.url())
-    for _ in range(10):
+    for _ in range(5):
         make_crawl()
-    dispatcher = WebhookDispatcher("runner-x", threads=2, poll_interval=0.05).start()
+    dispatcher = WebhookDispatcher("runner-x", poll_interval=0.05).start()
     try:
-        wait_for(lambda: WebhookDelivery.objects.counts()["succeeded"] == 10)
+        # Watch the receiver, not the database: the test database is in-memory SQLite,
+        # whose shared-cache table locks fail a concurrent writer instead of waiting.
+        wait_for(lambda: len(allowed.received) == 5)
     finally:
         dispatcher.stop(timeout=5)
+    assert WebhookDelivery.objects.counts()["succeeded"] == 5
     ids = [r.headers["X-Archiver-Event-Id"] for r in allowed.received]
-    assert len(ids) == len(set(ids)) == 10
+    assert len(ids) == len(set(ids)) == 5
     assert {d.lease_owner for d in WebhookDelivery.objects.all()} == {""}
 
 
