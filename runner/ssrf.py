@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
-import logging
 import socket
 import ssl
 from collections.abc import Callable, Iterable
@@ -28,8 +27,6 @@ from urllib.parse import urlsplit
 
 from archiver import conf
 from archiver.errors import ConfigError, WebhookRefused
-
-log = logging.getLogger(__name__)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
