@@ -71,11 +71,20 @@ class LeaseQuerySet(models.QuerySet):
             return [Claim(pk, token) for pk, token in cursor.fetchall()]
 
     def _scope_sql(self, pk: str) -> tuple[str, list]:
-        """This queryset's own filters (e.g. one org's crawls) as SQL; empty when it has none."""
-        if not self.query.where:
+        """This queryset's own filters (e.g. `status__in=...`) as SQL on the bare table.
+
+        Filters on the table's own columns are inlined, so the due scan applies them row
+        by row and stops at the first `limit` matches; filters that join other tables
+        become an `IN (subquery)`, which is correct but reads every matching row.
+        """
+        query = self.query
+        if not query.where:
             return "", []
-        sql, params = self.order_by().values("pk").query.sql_with_params()
-        return f" AND {pk} IN ({sql})", list(params)
+        if len(query.alias_map) > 1:
+            sql, params = self.order_by().values("pk").query.sql_with_params()
+            return f" AND {pk} IN ({sql})", list(params)
+        sql, params = query.get_compiler(self.db).compile(query.where)
+        return f" AND {sql}", list(params)
 
     def renew(self, pk, token: int, now: dt.datetime, lease_seconds: float) -> bool:
         """Extend our lease; False means it was lost (expired and claimed by another)."""
@@ -112,5 +121,18 @@ def due_index(table_prefix: str) -> models.Index:
     return models.Index(
         fields=["retry_at", "created_at"],
         name=f"{table_prefix}_due",
+        condition=models.Q(retry_at__isnull=False),
+    )
+
+
+def due_by_creation_index(table_prefix: str) -> models.Index:
+    """For claims that take the oldest *created* due rows first (`order_by=("created_at",)`).
+
+    The scan walks rows in creation order and stops at the first due ones; without it,
+    such a claim reads and sorts every due row.
+    """
+    return models.Index(
+        fields=["created_at"],
+        name=f"{table_prefix}_due_created",
         condition=models.Q(retry_at__isnull=False),
     )

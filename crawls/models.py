@@ -18,7 +18,7 @@ from django.utils import timezone
 from archiver import conf
 from archiver.errors import NotAllowed
 from crawls.config import CrawlConfig, check_regex, human_size
-from crawls.lease import FAR_FUTURE, LeaseQuerySet, Leased, due_index
+from crawls.lease import FAR_FUTURE, LeaseQuerySet, Leased, due_by_creation_index, due_index
 
 if TYPE_CHECKING:
     from crawls.quotas import OrgUsageNow
@@ -240,6 +240,7 @@ class Crawl(Leased):
         ordering = ["-created_at"]
         indexes = [
             due_index("crawl"),
+            due_by_creation_index("crawl"),  # the runner takes new crawls oldest-created first
             models.Index(fields=["org", "status"], name="crawl_org_status"),
             models.Index(fields=["finished_at"], name="crawl_finished",
                          condition=Q(finished_at__isnull=False)),

@@ -45,3 +45,16 @@ def fresh_database(url: str) -> Iterator[str]:
         with _admin_connection(url) as admin:
             # FORCE ends sessions a crashed worker may have left behind (PostgreSQL 13+).
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def skip_commit_flush(url: str) -> None:
+    """Let commits in the database `url` names return before their WAL reaches the disk.
+
+    For tests only: locking and visibility, which is what they check, are unchanged; what
+    is lost is durability across a server crash, and with it the wait for the disk.
+    """
+    from psycopg import sql
+
+    name = urlsplit(url).path.lstrip("/")
+    with _admin_connection(url) as admin:
+        admin.execute(sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(sql.Identifier(name)))

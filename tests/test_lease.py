@@ -187,6 +187,26 @@ def test_a_filtered_queryset_claims_only_its_own_crawls(make_crawl):
     assert [c.pk for c in won] == [theirs.pk]
 
 
+def test_a_queryset_filtered_through_a_join_claims_only_its_own_crawls(make_crawl):
+    other_org = Org.objects.create(slug="other")
+    make_crawl(NOW - seconds(10))
+    theirs = make_crawl(NOW, in_org=other_org)
+
+    won = Crawl.objects.filter(org__slug="other").claim("runner-a", NOW, LEASE, limit=5)
+
+    assert [c.pk for c in won] == [theirs.pk]
+
+
+def test_a_claim_in_creation_order_takes_the_oldest_created_due_crawl(make_crawl):
+    make_crawl(NOW - seconds(50), created_at=NOW - seconds(10))
+    oldest = make_crawl(NOW - seconds(1), created_at=NOW - seconds(20))
+    make_crawl(NOW + seconds(1), created_at=NOW - seconds(30))
+
+    [won] = Crawl.objects.claim("runner-a", NOW, LEASE, order_by=("created_at",))
+
+    assert won.pk == oldest.pk
+
+
 # --- renew, release, leased_by -------------------------------------------------------------
 
 
@@ -224,23 +244,34 @@ def test_leased_by_lists_what_an_owner_holds(make_crawl):
 # --- the database underneath ------------------------------------------------------------------
 
 
-def test_the_claim_scans_the_partial_due_index(make_crawl):
-    make_crawl()
-    with CaptureQueriesContext(connection) as queries:
-        claim()
-    sql = queries.captured_queries[-1]["sql"]
-
+def explain(sql: str) -> str:
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # Tiny test tables would be scanned sequentially; the question is whether the
+            # Tiny test tables would be scanned sequentially; the question is whether an
             # index can serve the claim at all.
             cursor.execute("SET LOCAL enable_seqscan = off")
             cursor.execute(f"EXPLAIN {sql}")
         else:
             cursor.execute(f"EXPLAIN QUERY PLAN {sql}")
-        plan = " ".join(str(part) for line in cursor.fetchall() for part in line)
+        return " ".join(str(part) for line in cursor.fetchall() for part in line)
 
-    assert "crawl_due" in plan
+
+def test_the_claim_scans_the_partial_due_index(make_crawl):
+    make_crawl()
+    with CaptureQueriesContext(connection) as queries:
+        claim()
+
+    assert "crawl_due " in explain(queries.captured_queries[-1]["sql"]) + " "
+
+
+def test_a_claim_in_creation_order_scans_the_creation_index(make_crawl):
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite picks this index only once ANALYZE has gathered statistics")
+    make_crawl()
+    with CaptureQueriesContext(connection) as queries:
+        Crawl.objects.claim("runner-a", NOW, LEASE, order_by=("created_at",))
+
+    assert "crawl_due_created " in explain(queries.captured_queries[-1]["sql"]) + " "
 
 
 def test_db_now_is_an_aware_utc_time_close_to_ours():
