@@ -13,6 +13,8 @@
 # The image carries a label with a hash of its inputs (context files, base image id,
 # version); when an image with that label exists the build is skipped and it is tagged.
 set -euo pipefail
+# dockerd and debootstrap live in sbin, which a non-login root shell may lack.
+export PATH=$PATH:/usr/sbin:/sbin
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CONTEXT=$REPO/crawler
@@ -66,7 +68,7 @@ apt_install() {
 
 build_local_base() {
     command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap
-    local mirror rootfs
+    local mirror rootfs started=$SECONDS
     mirror=$(apt_mirror) || die "no bookworm mirror found in /etc/apt/sources.list(.d)"
     rootfs=$(mktemp -d /var/tmp/archiver-rootfs.XXXXXX)
     # shellcheck disable=SC2064  # expand now: the path is fixed
@@ -84,6 +86,7 @@ build_local_base() {
         - "$LOCAL_BASE" >/dev/null
     rm -rf "$rootfs"
     trap - EXIT
+    say "built $LOCAL_BASE in $((SECONDS - started))s"
 }
 
 base_image() {
@@ -137,6 +140,7 @@ main() {
     fi
 
     say "building $tag from $base (content $hash)"
+    local started=$SECONDS
     # A copy of the context, so that the proxy's CA bundle never lands in the source tree.
     local build_dir
     build_dir=$(mktemp -d /var/tmp/archiver-crawler-build.XXXXXX)
@@ -160,7 +164,7 @@ main() {
     # would pile up under a fixed data-root.
     "$DOCKER" image prune --force --filter "label=$HASH_LABEL" >/dev/null
     "$DOCKER" image prune --force --filter "label=org.archiver.build-stage" >/dev/null
-    say "built $tag"
+    say "built $tag in $((SECONDS - started))s"
     echo "$tag"
 }
 

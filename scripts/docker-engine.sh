@@ -19,6 +19,8 @@
 # ARCHIVER_DOCKER_RUN (exec-root and socket; kept short because unix socket paths are
 # limited to 108 bytes; default /run/archiver-docker), ARCHIVER_DOCKER_START_TIMEOUT (s).
 set -euo pipefail
+# dockerd and debootstrap live in sbin, which a non-login root shell may lack.
+export PATH=$PATH:/usr/sbin:/sbin
 
 ROOT=${ARCHIVER_DOCKER_ROOT:-/var/lib/archiver-docker}
 RUN_DIR=${ARCHIVER_DOCKER_RUN:-/run/archiver-docker}

@@ -10,6 +10,8 @@
 # it answers, or always when CI=true), ARCHIVER_BASE_IMAGE / ARCHIVER_CRAWLER_IMAGE (see
 # build-crawler-image.sh), ARCHIVER_DOCKER_ROOT (see docker-engine.sh).
 set -euo pipefail
+# dockerd and debootstrap live in sbin, which a non-login root shell may lack.
+export PATH=$PATH:/usr/sbin:/sbin
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
