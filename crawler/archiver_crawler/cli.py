@@ -126,15 +126,6 @@ async def _set_status_quietly(state: CrawlState, status: str) -> None:
         logger.warning("could not set status %s in Redis", status)
 
 
-def _run(coro):
-    """uvloop when installed (it halves the event loop's cost per request), else asyncio."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
-
-
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
@@ -146,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     logger.info("crawl %s, instance %s, collection %s, %d worker(s)", config.crawl_id,
                 config.instance_id, config.collection, config.workers)
     try:
-        return int(_run(run_instance(
+        return int(asyncio.run(run_instance(
             config, errors if config.log_errors_to_redis else None, started)))
     except CrawlerError as exc:
         logger.error("%s", exc)

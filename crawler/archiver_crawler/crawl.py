@@ -123,6 +123,7 @@ class Crawler:
         self._tasks: list[asyncio.Task] = []
         self._pending_wait = False
         self._signals = 0
+        self._workers_done = False
 
     # lifecycle
 
@@ -162,6 +163,8 @@ class Crawler:
             if self.stop_reason not in (StopReason.CANCELED, StopReason.FORCED):
                 raise
         finally:
+            # A flag as well as cancel(): redis-py may absorb a CancelledError mid-command.
+            self._workers_done = True
             control.cancel()
             await asyncio.gather(control, return_exceptions=True)
 
@@ -341,12 +344,10 @@ class Crawler:
             self.seeds[new_id] = self._extra_seed(new_id, seed, url)
             await self._add([QueueEntry(url=url, seed_id=new_id, depth=0)])
             return
-        hops = entry.extra_hops + 1
-        decision = seed.decide(url, entry.depth, hops, self.live_excludes)
-        if decision:
+        # Following a redirect is part of loading the page: no extra hop is spent on it.
+        if seed.decide(url, entry.depth, entry.extra_hops, self.live_excludes):
             await self._add(await self._robots_filter([QueueEntry(
-                url=url, seed_id=seed.id, depth=entry.depth,
-                extra_hops=hops if decision.out_of_scope else entry.extra_hops)]))
+                url=url, seed_id=seed.id, depth=entry.depth, extra_hops=entry.extra_hops)]))
 
     async def _add(self, entries: list[QueueEntry], assets: list[str] = ()) -> list[str]:
         results, fresh_assets = await self.state.add(entries, self.config.limit, assets)
@@ -401,7 +402,7 @@ class Crawler:
 
     async def _control_loop(self) -> None:
         ticks = 0
-        while True:
+        while not self._workers_done:
             try:
                 await self.check_controls(check_disk=ticks % 20 == 0)
             except (RedisError, OSError) as exc:

@@ -92,11 +92,11 @@ class WarcFile:
                    for k, v in ex.response_headers]
         status_line = f"{ex.status} {ex.reason}".strip()
         response = self._writer.create_warc_record(
-            ex.url, "response", payload=BytesIO(ex.body),
+            ex.url, "response", payload=BytesIO(ex.body), length=len(ex.body),
             http_headers=StatusAndHeaders(status_line, headers, protocol=ex.http_version),
             warc_headers_dict=_warc_headers(date, ex.ip))
         request = self._writer.create_warc_record(
-            ex.url, "request", payload=BytesIO(b""),
+            ex.url, "request", payload=BytesIO(b""), length=0,
             http_headers=StatusAndHeaders(f"{ex.method} {ex.request_target} {ex.http_version}",
                                           ex.request_headers, is_http_request=True),
             warc_headers_dict=_warc_headers(date, ex.ip))

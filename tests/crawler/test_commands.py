@@ -1,0 +1,134 @@
+"""Steering a running crawl through Redis: stop, cancel, pause/resume, stopone, exclusions,
+several instances on one crawl, and relaunching an instance."""
+
+from __future__ import annotations
+
+import json
+import signal
+import zipfile
+
+from tests.crawler.conftest import wait_for
+from tests.crawler.test_output import wacz_validate
+
+SLOW = ("--hostDelay", "0.04", "--generateWACZ", "--workers", "2")
+
+
+def pages_done(r) -> int:
+    return int(r.get("crawl1:d") or 0)
+
+
+def test_stopping_finishes_current_pages_writes_the_wacz_and_exits_0(spawn, big_site, r):
+    crawler = spawn(big_site.url, *SLOW)
+    wait_for(lambda: pages_done(r) >= 3)
+    r.set("crawl1:stopping", "1")
+    assert crawler.wait() == 0
+    assert r.hget("crawl1:status", "crawl-crawl1-0") == "done"
+    assert 3 <= len(crawler.collection.pages) < len(big_site.expected_pages())
+    assert r.hlen("crawl1:p") == 0
+    assert wacz_validate(crawler.collection.wacz).returncode == 0
+
+
+def test_canceling_exits_0_with_status_canceled_and_no_wacz(spawn, big_site, r):
+    crawler = spawn(big_site.url, *SLOW)
+    wait_for(lambda: pages_done(r) >= 3)
+    r.set("crawl1:canceled", "1")
+    assert crawler.wait() == 0
+    assert r.hget("crawl1:status", "crawl-crawl1-0") == "canceled"
+    assert not crawler.collection.wacz.exists()
+
+
+def test_a_paused_crawl_resumes_where_it_stopped_and_fetches_nothing_twice(spawn, big_site, r):
+    first = spawn(big_site.url, *SLOW)
+    wait_for(lambda: pages_done(r) >= 3)
+    r.set("crawl1:paused", "1")
+    assert first.wait() == 0
+    assert r.hget("crawl1:status", "crawl-crawl1-0") == "interrupted"
+    assert first.collection.wacz.exists()
+    assert r.zcard("crawl1:q") > 0 and r.hlen("crawl1:p") == 0
+    paused_at = len(first.collection.pages)
+
+    r.delete("crawl1:paused")
+    second = spawn(big_site.url, *SLOW)
+    assert second.wait() == 0
+    assert r.hget("crawl1:status", "crawl-crawl1-0") == "done"
+    assert second.collection.page_urls == big_site.expected_pages()
+    assert len(second.collection.pages) == len(big_site.expected_pages()) > paused_at
+    assert set(big_site.requests.values()) == {1}
+    with zipfile.ZipFile(second.collection.wacz) as zf:
+        assert len([n for n in zf.namelist() if n.startswith("archive/")]) == 2
+    assert wacz_validate(second.collection.wacz).returncode == 0
+
+
+def test_stopone_ends_one_instance_while_the_other_finishes_the_crawl(spawn, big_site, r):
+    a = spawn(big_site.url, *SLOW, instance="crawl-crawl1-0")
+    b = spawn(big_site.url, *SLOW, instance="crawl-crawl1-1")
+    wait_for(lambda: pages_done(r) >= 4 and r.hlen("crawl1:status") == 2)
+    r.hset("crawl1:stopone", "crawl-crawl1-0", "1")
+    assert a.wait() == 0
+    assert r.hget("crawl1:status", "crawl-crawl1-0") == "done"
+    assert b.wait() == 0
+    assert r.hget("crawl1:status", "crawl-crawl1-1") == "done"
+    assert b.collection.page_urls == big_site.expected_pages()
+    assert set(big_site.requests.values()) == {1}
+
+
+def test_two_instances_share_one_crawl_without_fetching_a_url_twice(spawn, big_site, r):
+    a = spawn(big_site.url, "--workers", "3", "--hostDelay", "0.01",
+              instance="crawl-crawl1-0")
+    b = spawn(big_site.url, "--workers", "3", "--hostDelay", "0.01",
+              instance="crawl-crawl1-1")
+    assert a.wait() == 0 and b.wait() == 0
+    assert r.hgetall("crawl1:status") == {"crawl-crawl1-0": "done", "crawl-crawl1-1": "done"}
+    assert set(big_site.requests.values()) == {1}
+    assert int(r.get("crawl1:d")) == len(big_site.expected_pages())
+    assert a.collection.page_urls == big_site.expected_pages()
+    by_instance = {p["filename"].split("-")[3] for p in a.collection.pages}
+    assert len(list((a.collection.dir / "archive").glob("*.warc.gz"))) == 2
+    assert by_instance  # both instances wrote pages into the shared collection
+
+
+def test_an_exclusion_message_drops_queued_urls(spawn, big_site, r):
+    crawler = spawn(big_site.url, "--hostDelay", "0.1", "--workers", "1")
+    wait_for(lambda: any("/gen/p35.html" in m for m in r.zrange("crawl1:q", 0, -1)))
+    r.rpush("crawl-crawl1-0:msg", json.dumps({"type": "addExclusion", "regex": r"/gen/p3\d"}))
+    assert crawler.wait() == 0
+    excluded = r.smembers("crawl1:excluded")
+    assert excluded
+    for url in excluded:
+        assert big_site.requests[url.removeprefix(big_site.root)] == 0
+        assert url not in crawler.collection.page_urls
+
+
+def test_a_relaunched_instance_requeues_its_pages_in_progress(spawn, big_site, r):
+    first = spawn(big_site.url, *SLOW)
+    wait_for(lambda: pages_done(r) >= 3 and r.hlen("crawl1:p") > 0)
+    first.proc.send_signal(signal.SIGKILL)
+    first.wait()
+    assert r.hlen("crawl1:p") > 0
+    second = spawn(big_site.url, *SLOW)
+    assert second.wait() == 0
+    assert r.hlen("crawl1:p") == 0
+    assert second.collection.page_urls == big_site.expected_pages()
+    assert int(r.get("crawl1:d")) == len(big_site.expected_pages())
+
+
+def test_a_relaunched_instance_that_is_done_exits_at_once(spawn, site, r):
+    assert spawn(site.url).wait() == 0
+    site.reset_counts()
+    again = spawn(site.url)
+    assert again.wait() == 0
+    assert sum(site.requests.values()) == 0
+
+
+def test_a_relaunch_with_stopping_set_only_writes_the_wacz(spawn, big_site, r):
+    first = spawn(big_site.url, *SLOW)
+    wait_for(lambda: pages_done(r) >= 2)
+    first.proc.send_signal(signal.SIGKILL)
+    first.wait()
+    r.set("crawl1:stopping", "1")
+    big_site.reset_counts()
+    second = spawn(big_site.url, *SLOW)
+    assert second.wait() == 0
+    assert sum(big_site.requests.values()) == 0
+    assert r.hget("crawl1:status", "crawl-crawl1-0") == "done"
+    assert second.collection.wacz.exists()

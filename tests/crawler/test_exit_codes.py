@@ -1,0 +1,92 @@
+"""Exit codes of the cases this crawler can meet (the real crawler's numbers)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+from tests.crawler.conftest import CRAWLER, wait_for
+from tests.sitegen import free_port
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CRAWLER, *args], capture_output=True, text=True, timeout=30)
+
+
+def test_an_unknown_option_exits_4_with_a_message(tmp_path):
+    result = run("--url", "http://127.0.0.1:9/", "--noSuchOption", "--cwd", str(tmp_path))
+    assert result.returncode == 4
+    assert "--noSuchOption" in result.stderr
+
+
+def test_an_invalid_collection_name_exits_4(tmp_path):
+    result = run("--url", "http://127.0.0.1:9/", "--collection", "-bad name")
+    assert result.returncode == 4
+    assert "collection" in result.stderr
+
+
+def test_an_invalid_scope_type_exits_4():
+    result = run("--url", "http://127.0.0.1:9/", "--scopeType", "galaxy")
+    assert result.returncode == 4
+
+
+def test_no_seed_exits_4():
+    assert run("--workers", "2").returncode == 4
+
+
+def test_an_unknown_key_in_the_config_file_exits_4(tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text('{"seeds": ["http://127.0.0.1:9/"], "frobnicate": 1}')
+    result = run("--config", str(config))
+    assert result.returncode == 4
+    assert "frobnicate" in result.stderr
+
+
+def test_an_unreachable_redis_exits_8(tmp_path):
+    result = run("--url", "http://127.0.0.1:9/", "--cwd", str(tmp_path),
+                 "--redisStoreUrl", f"redis://127.0.0.1:{free_port()}/0")
+    assert result.returncode == 8
+
+
+def test_the_time_limit_ends_the_session_gracefully_with_15(spawn, big_site, r):
+    crawler = spawn(big_site.url, "--timeLimit", "1", "--hostDelay", "0.1", "--generateWACZ")
+    assert crawler.wait() == 15
+    assert r.hget("crawl1:status", "crawl-crawl1-0") == "interrupted"
+    assert crawler.collection.wacz.exists()
+    assert r.zcard("crawl1:q") > 0 and r.hlen("crawl1:p") == 0
+
+
+def test_the_size_limit_ends_the_session_gracefully_with_14(spawn, big_site, r):
+    crawler = spawn(big_site.url, "--sizeLimit", "8000", "--hostDelay", "0.02",
+                    "--generateWACZ")
+    assert crawler.wait() == 14
+    assert r.hget("crawl1:status", "crawl-crawl1-0") == "interrupted"
+    assert crawler.collection.wacz.exists()
+    assert 0 < len(crawler.collection.pages) < len(big_site.expected_pages())
+
+
+def test_disk_utilization_above_the_threshold_exits_16(spawn, site, r):
+    crawler = spawn(site.url, "--diskUtilization", "1")
+    assert crawler.wait() == 16
+    assert sum(site.requests.values()) == 0
+
+
+def test_a_first_sigterm_finishes_current_pages_and_exits_11(spawn, big_site, r):
+    crawler = spawn(big_site.url, "--hostDelay", "0.05", "--generateWACZ")
+    wait_for(lambda: int(r.get("crawl1:d") or 0) >= 2)
+    crawler.proc.send_signal(signal.SIGTERM)
+    assert crawler.wait() == 11
+    assert r.hget("crawl1:status", "crawl-crawl1-0") == "interrupted"
+    assert r.hlen("crawl1:p") == 0
+    assert crawler.collection.wacz.exists()
+
+
+def test_a_second_signal_exits_13_at_once(spawn, big_site, r):
+    crawler = spawn(big_site.url, "--hostDelay", "0.05", "--generateWACZ")
+    wait_for(lambda: int(r.get("crawl1:d") or 0) >= 2)
+    crawler.proc.send_signal(signal.SIGINT)
+    time.sleep(0.1)  # two signals sent at once are merged into one by the kernel
+    crawler.proc.send_signal(signal.SIGINT)
+    assert crawler.wait() == 13
+    assert r.hget("crawl1:status", "crawl-crawl1-0") == "interrupted"
