@@ -124,6 +124,7 @@ class Crawler:
         self._pending_wait = False
         self._signals = 0
         self._workers_done = False
+        self._finishing = False
 
     # lifecycle
 
@@ -148,11 +149,12 @@ class Crawler:
         self._install_signal_handlers()
         try:
             await self._run_workers()
+            if self.fatal is not None:
+                raise self.fatal
+            self._finishing = True
+            return await self.finish(self.stop_reason or StopReason.FINISHED)
         finally:
             self._remove_signal_handlers()
-        if self.fatal is not None:
-            raise self.fatal
-        return await self.finish(self.stop_reason or StopReason.FINISHED)
 
     async def _run_workers(self) -> None:
         control = asyncio.create_task(self._control_loop())
@@ -221,6 +223,11 @@ class Crawler:
         self._signals += 1
         if self._signals == 1:
             self.request_stop(StopReason.SIGNAL)
+        elif self._finishing:
+            # Packaging the WACZ runs in a thread that cannot be cancelled: leave right now;
+            # the relaunch redoes the finishing steps.
+            logger.warning("second signal while finishing: exiting at once")
+            os._exit(ExitCode.FORCED_INTERRUPT)
         else:
             self.request_stop(StopReason.FORCED)
 
