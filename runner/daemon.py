@@ -1039,6 +1039,7 @@ class Runner:
         if self._webhooks:
             self._webhooks.stop(timeout=10)
             self._webhooks = None
+        self.launcher.close()
         now = self.clock()
         with contextlib.suppress(DatabaseError):
             for pk, held in list(self.held.items()):

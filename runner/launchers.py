@@ -8,12 +8,13 @@ restarted daemon finds its instances again and never touches another installatio
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import signal
-import subprocess
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -112,6 +113,9 @@ class Launcher:
     def log_tail(self, ref: str, lines: int = 20) -> str:
         return ""
 
+    def close(self) -> None:
+        """Release connections; what was launched keeps running."""
+
 
 # --- local processes -------------------------------------------------------------------
 
@@ -132,7 +136,6 @@ class LocalLauncher(Launcher):
     def __init__(self, settings: Settings, command: list[str] | None = None):
         self.crawls_dir = settings.crawls_dir
         self.command = command or crawler_command()
-        self._children: dict[int, subprocess.Popen] = {}
 
     def ref_of(self, process) -> str:
         return str(self._prefix(self.crawls_dir / process.crawl_id / str(process.instance), process.pk))
@@ -149,20 +152,22 @@ class LocalLauncher(Launcher):
             "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parent.parent),
                                                          os.environ.get("PYTHONPATH")])),
         }
+        argv = [sys.executable, "-m", "runner.local_wrapper", str(prefix), "--", *self.command, *args]
         try:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "runner.local_wrapper", str(prefix), "--", *self.command, *args],
-                cwd=spec.instance_dir, env=env, start_new_session=True,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )
+            # posix_spawn, not Popen: the process outlives us by design (own session), and
+            # we reap it ourselves when it ends while we are its parent (see _alive).
+            pid = os.posix_spawn(sys.executable, argv, env, setsid=True, file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0),
+            ])
         except OSError as exc:
             raise LaunchError(f"cannot start the local crawler: {exc}") from exc
-        self._children[child.pid] = child
-        meta = {"pid": child.pid, "crawl_id": spec.crawl_id, "instance": spec.instance,
+        meta = {"pid": pid, "crawl_id": spec.crawl_id, "instance": spec.instance,
                 "process_id": spec.process_id}
         prefix.with_suffix(".json").write_text(json.dumps(meta))
         masked = [mask(a, spec.redis) for a in [*self.command, *args]]
-        return Launched(ref=str(prefix), args=masked, pid=child.pid)
+        return Launched(ref=str(prefix), args=masked, pid=pid)
 
     def inspect(self, ref: str) -> Instance | None:
         prefix = Path(ref)
@@ -209,22 +214,24 @@ class LocalLauncher(Launcher):
         # A crawler whose wrapper was killed may still run in the group.
         self._signal_group(pid, signal.SIGKILL, quiet=True)
         prefix.with_suffix(".json").unlink(missing_ok=True)
-        self._children.pop(pid, None)
 
     def log_tail(self, ref: str, lines: int = 20) -> str:
         return _tail(Path(ref).with_suffix(".log"), lines)
 
     def _alive(self, pid: int, prefix: Path) -> bool:
         """Whether `pid` is still our wrapper for this instance (pids are reused)."""
-        child = self._children.get(pid)
-        if child is not None and child.poll() is not None:
-            return False
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             return False
-        return state != "Z" and b"runner.local_wrapper" in cmdline and str(prefix).encode() in cmdline
+        if b"runner.local_wrapper" not in cmdline or str(prefix).encode() not in cmdline:
+            return False
+        if state == "Z":  # ended while we are its parent: reap it
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            return False
+        return True
 
     @staticmethod
     def _signal_group(pid: int, sig: int, quiet: bool = False) -> None:
@@ -277,6 +284,7 @@ class DockerLauncher(Launcher):
             if self._client is None:
                 import docker
 
+                _probe_unix_socket()
                 self._client = docker.from_env(timeout=20)
             return fn(self._client)
         except docker.errors.ImageNotFound as exc:
@@ -287,8 +295,13 @@ class DockerLauncher(Launcher):
         except docker.errors.APIError as exc:
             raise LaunchError(f"Docker refused to {what}: {exc.explanation or exc}") from exc
         except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
-            self._client = None
+            self.close()
             raise EngineUnavailable(f"Docker engine unreachable ({type(exc).__name__})") from exc
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def ping(self) -> bool:
         try:
@@ -384,6 +397,17 @@ class DockerLauncher(Launcher):
             return self._call("read logs", lambda c: container.logs(tail=lines)).decode(errors="replace")
         except (docker.errors.NotFound, LaunchError):
             return ""
+
+
+def _probe_unix_socket() -> None:
+    """Connect to DOCKER_HOST's Unix socket ourselves first: the SDK leaks its socket when
+    that connection fails, and an engine that is away is routine for us (OSError if so)."""
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not host.startswith("unix://"):
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(5)
+        probe.connect(host.removeprefix("unix://"))
 
 
 # --- in memory, for unit tests -------------------------------------------------------

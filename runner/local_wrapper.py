@@ -24,6 +24,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: python -m runner.local_wrapper PREFIX -- COMMAND...\n")
         return 2
     prefix, command = Path(argv[0]), argv[2:]
+    os.chdir(prefix.parent)
     # Signals reach the whole process group; the crawler handles them, we wait for its code.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -89,6 +89,7 @@ def make_runner(settings, store):
 
     yield make
     for runner in made:
+        runner.launcher.close()
         for ref in list(getattr(runner.launcher, "instances", {})):
             runner.launcher.remove(ref)
         if isinstance(runner.launcher, LocalLauncher):

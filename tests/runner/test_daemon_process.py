@@ -34,6 +34,7 @@ class Installation:
         for name in ("ARCHIVER_REDIS_URL", "ARCHIVER_DATABASE_URL", "DJANGO_SETTINGS_MODULE"):
             self.env.pop(name, None)
         self.daemons: list[subprocess.Popen] = []
+        self.logs = []
 
     def manage(self, *args: str) -> str:
         result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env,
@@ -43,6 +44,7 @@ class Installation:
 
     def start_daemon(self) -> subprocess.Popen:
         log = open(self.data_dir / f"daemon-{len(self.daemons)}.log", "w")  # noqa: SIM115
+        self.logs.append(log)
         daemon = subprocess.Popen([sys.executable, "manage.py", "run", "--daemon", "--no-live"],
                                   cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.daemons.append(daemon)
@@ -75,6 +77,8 @@ class Installation:
                 except subprocess.TimeoutExpired:
                     daemon.kill()
                     daemon.wait()
+        for log in self.logs:
+            log.close()
         for pid in processes_mentioning(str(self.data_dir)):  # crawlers we started
             os.kill(pid, signal.SIGKILL)
         state = self.data_dir / "run" / "redis.json"
