@@ -25,7 +25,7 @@ from urllib.parse import urljoin
 from redis.exceptions import RedisError
 
 from archiver_crawler.config import CrawlConfig
-from archiver_crawler.errors import CrawlerError, ExitCode
+from archiver_crawler.errors import CrawlerError, ExitCode, RedisUnavailable
 from archiver_crawler.fetch import Fetched, Fetcher, FetchError
 from archiver_crawler.links import extract_css, extract_html
 from archiver_crawler.scope import Seed, normalize_url
@@ -149,6 +149,8 @@ class Crawler:
         self._install_signal_handlers()
         try:
             await self._run_workers()
+            if isinstance(self.fatal, RedisError):
+                raise RedisUnavailable(f"Redis failed: {type(self.fatal).__name__}") from self.fatal
             if self.fatal is not None:
                 raise self.fatal
             self._finishing = True
@@ -162,7 +164,9 @@ class Crawler:
         try:
             await asyncio.gather(*self._tasks)
         except asyncio.CancelledError:
-            if self.stop_reason not in (StopReason.CANCELED, StopReason.FORCED):
+            ours = self.fatal is not None or self.stop_reason in (StopReason.CANCELED,
+                                                                   StopReason.FORCED)
+            if not ours:
                 raise
         finally:
             # A flag as well as cancel(): redis-py may absorb a CancelledError mid-command.

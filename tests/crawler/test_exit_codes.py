@@ -94,3 +94,18 @@ def test_a_second_signal_exits_13_without_waiting_for_the_page_in_flight(spawn, 
         assert time.monotonic() - started < 2
     assert r.hget("crawl1:status", "crawl-crawl1-0") == "interrupted"
     assert r.hlen("crawl1:p") == 1  # the relaunch will requeue it
+
+
+def test_losing_redis_during_the_crawl_exits_8(spawn, big_site, tmp_path):
+    from tests.conftest import start_redis
+
+    (tmp_path / "redis").mkdir()
+    server = start_redis(tmp_path / "redis")
+    try:
+        crawler = spawn(big_site.url, "--hostDelay", "0.05", redis=server.url(0))
+        wait_for(lambda: big_site.requests["/gen/"] == 1)
+    finally:
+        server.process.terminate()
+        server.process.wait(timeout=10)
+    code = crawler.wait()
+    assert code == 8, crawler.stderr[-3000:]

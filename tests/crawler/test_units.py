@@ -1,0 +1,102 @@
+"""Fast unit tests: option parsing, scope rules and link extraction (no servers)."""
+
+from __future__ import annotations
+
+import pytest
+from archiver_crawler.config import parse_args
+from archiver_crawler.errors import ConfigError
+from archiver_crawler.links import extract_css, extract_html
+from archiver_crawler.scope import Seed, normalize_url
+
+
+def config(*args: str, env: dict | None = None):
+    return parse_args(list(args), env=env if env is not None else {})
+
+
+def test_the_command_line_wins_over_the_config_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("seeds: [http://a.test/x/]\nworkers: 2\ndepth: 3\ngenerateWACZ: true\n")
+    c = config("--config", str(path), "--workers", "5")
+    assert c.workers == 5 and c.depth == 3 and c.generate_wacz
+    assert [s.url for s in c.seeds] == ["http://a.test/x/"]
+
+
+def test_a_leading_crawl_word_and_the_runner_flags_are_accepted(tmp_path):
+    c = config("crawl", "--url", "http://a.test/", "--headless", "--restartsOnError",
+               "--healthCheckPort", "6065", "--pageLimit", "7", "--crawlId", "c9",
+               env={"CRAWLER_HOSTNAME": "crawl-c9-0"})
+    assert c.limit == 7 and c.crawl_id == "c9" and c.instance_id == "crawl-c9-0"
+    assert c.health_check_port == 6065 and c.restarts_on_error
+
+
+def test_the_crawl_id_defaults_to_the_environment():
+    assert config("--url", "http://a.test/", env={"CRAWL_ID": "env-id"}).crawl_id == "env-id"
+
+
+@pytest.mark.parametrize("args", [
+    ("--url", "ftp://a.test/"),
+    ("--url", "http://a.test/", "--include", "(unclosed"),
+    ("--url", "http://a.test/", "--workers", "0"),
+    ("--url", "http://a.test/", "--depth", "deep"),
+    ("--url", "http://a.test/", "--sizeLimit", "-1"),
+    ("--url", "http://a.test/", "--collection", "a b"),
+])
+def test_invalid_values_are_config_errors(args):
+    with pytest.raises(ConfigError):
+        config(*args)
+
+
+def seed(url: str, *args: str) -> Seed:
+    c = config("--url", url, *args)
+    return Seed(0, c.seeds[0].url, c, c.seeds[0])
+
+
+def test_prefix_scope_is_the_seed_directory_over_either_scheme():
+    s = seed("http://a.test/docs/index.html")
+    assert s.decide("https://a.test/docs/b/c.html", 1, 1)
+    assert not s.decide("http://a.test/other/", 1, 1)
+
+
+def test_domain_scope_takes_subdomains_and_drops_www():
+    s = seed("http://www.a.test/x", "--scopeType", "domain")
+    assert s.decide("http://sub.a.test/y", 1, 1)
+    assert s.decide("http://a.test/", 1, 1)
+    assert not s.decide("http://a.testing/", 1, 1)
+
+
+def test_extra_hops_allow_out_of_scope_pages_up_to_the_count():
+    s = seed("http://a.test/x/", "--extraHops", "1")
+    decision = s.decide("http://b.test/", 1, 1)
+    assert decision and decision.out_of_scope
+    assert not s.decide("http://b.test/", 2, 2)
+
+
+def test_exclusions_beat_inclusions():
+    s = seed("http://a.test/", "--scopeType", "host", "--exclude", "logout")
+    assert not s.decide("http://a.test/logout", 1, 1)
+
+
+def test_fragments_are_dropped_and_other_schemes_ignored():
+    assert normalize_url("http://a.test/p#top") == "http://a.test/p"
+    assert normalize_url("mailto:x@a.test") is None
+    assert normalize_url("http://a.test") == "http://a.test/"
+
+
+def test_links_and_requisites_come_from_one_parse():
+    body = b"""<html><head><title> Two  words </title><base href="/b/">
+    <link rel="stylesheet" href="s.css"><link rel="alternate" href="feed.xml">
+    <style>div { background: url("bg.png") }</style></head>
+    <body><a href="p.html#x">p</a><a href="javascript:void(0)">j</a>
+    <img src="i.png" srcset="i1.png 1x, i2.png 2x"><video poster="v.jpg"></video>
+    <iframe src="frame.html"></iframe><p style="background:url(st.png)"></p></body></html>"""
+    out = extract_html(body, "http://a.test/dir/page.html")
+    assert out.title == "Two words"
+    assert out.links == ["http://a.test/b/p.html"]
+    assert set(out.requisites) == {f"http://a.test/b/{n}" for n in (
+        "s.css", "bg.png", "i.png", "i1.png", "i2.png", "v.jpg", "frame.html", "st.png")}
+
+
+def test_css_imports_and_urls_are_resolved_against_the_stylesheet():
+    css = b"@import 'base.css'; a { background: url(../img/a.png) } b { x: url(data:x) }"
+    assert extract_css(css, "http://a.test/css/site.css") == [
+        "http://a.test/css/base.css", "http://a.test/img/a.png"]
