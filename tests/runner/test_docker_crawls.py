@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -104,17 +105,13 @@ class UnixForwarder:
 
     @staticmethod
     def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
+        # Either side may be closed under us when the forwarder is turned off: that ends the pipe.
+        with contextlib.suppress(OSError):
             while data := source.recv(65536):
                 sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 @pytest.fixture
