@@ -131,7 +131,18 @@ stop() {
         fi
         sleep 0.2
     done
+    release_mounts
     say "dockerd stopped"
+}
+
+# dockerd leaves its default network namespace mounted under the exec-root.
+release_mounts() {
+    local target
+    awk '{print $2}' /proc/mounts | while read -r target; do
+        if [[ $target == "$EXEC_ROOT"/* ]]; then
+            umount "$target" || say "could not unmount $target"
+        fi
+    done
 }
 
 # Serialises start/stop/lease changes between concurrent callers.
