@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from tests.sitegen import free_port, serve_site  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
+sys.setswitchinterval(0.0002)
 
 
 def start_redis(workdir: Path) -> tuple[subprocess.Popen, int]:

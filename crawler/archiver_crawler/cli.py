@@ -62,7 +62,6 @@ def setup_logging(config: CrawlConfig) -> RedisErrorBuffer:
                                        encoding="utf-8")
     file_handler.setFormatter(JsonLogFormatter())
     root.addHandler(file_handler)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     buffer = RedisErrorBuffer()
     root.addHandler(buffer)
     return buffer

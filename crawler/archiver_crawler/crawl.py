@@ -242,8 +242,13 @@ class Crawler:
         try:
             while True:
                 claiming = self.stop_reason is None and not self.finished
-                entry = await self.state.settle_and_claim(outcome, iso_now() if claiming else None)
+                added, fresh, entry = await self.state.commit(
+                    outcome, self.config.limit, iso_now() if claiming else None)
                 outcome = None
+                if 0 in added:
+                    self.work_added.set()
+                # The page is settled already; its requisites still go into this WARC.
+                await self.fetch_requisites(fresh)
                 if not claiming:
                     return
                 if entry is None:
@@ -277,7 +282,7 @@ class Crawler:
             self.idle_workers -= 1
 
     async def process(self, entry: QueueEntry) -> Outcome:
-        """Fetch one page, archive it, queue its links, fetch its requisites."""
+        """Fetch one page and archive it; its outcome carries the links and requisites."""
         seed = await self.seed_for(entry.seed_id)
         try:
             fetched = await self.fetcher.fetch(entry.url)
@@ -285,13 +290,15 @@ class Crawler:
             return self.failed(entry, str(exc))
         self.write(fetched)
         title, load_state = "", 2
+        links: list[QueueEntry] = []
+        requisites: list[str] = []
         location = fetched.header("location") if fetched.status in REDIRECTS else None
         if location:
-            await self.queue_redirect(entry, seed, urljoin(entry.url, location))
+            links = await self.redirect_target(entry, seed, urljoin(entry.url, location))
         elif fetched.mime in HTML_TYPES:
             extracted = extract_html(fetched.decoded_body(), entry.url)
-            fresh = await self.queue_links(entry, seed, extracted.links, extracted.requisites)
-            await self.fetch_requisites(fresh)
+            links = await self.in_scope(entry, seed, extracted.links)
+            requisites = extracted.requisites
             title, load_state = extracted.title, 3
         record = json.dumps({
             "id": uuid.uuid4().hex, "url": entry.url, "title": title,
@@ -301,7 +308,8 @@ class Crawler:
         })
         self._pages_file().append(record)
         self.pages_done += 1
-        return Outcome(entry.url, page=record if self.config.write_pages_to_redis else None)
+        return Outcome(entry.url, page=record if self.config.write_pages_to_redis else None,
+                       links=tuple(links), assets=tuple(requisites))
 
     def failed(self, entry: QueueEntry, reason: str) -> Outcome:
         logger.error("page load failed: %s (%s)", entry.url, reason,
@@ -329,11 +337,10 @@ class Crawler:
     async def queue_seeds(self) -> None:
         entries = [QueueEntry(url=seed.url, seed_id=seed.id, depth=0)
                    for seed in self.seeds.values()]
-        await self._add(await self._robots_filter(entries))
+        await self.state.add(await self._robots_filter(entries), self.config.limit)
 
-    async def queue_links(self, entry: QueueEntry, seed: Seed, links: list[str],
-                          requisites: list[str] = ()) -> list[str]:
-        """Queue the in-scope links; returns the requisites this instance should fetch."""
+    async def in_scope(self, entry: QueueEntry, seed: Seed, links: list[str]) -> list[QueueEntry]:
+        """The page's links that its seed's scope (and robots.txt) let us queue."""
         depth, hops = entry.depth + 1, entry.extra_hops + 1
         entries = []
         for url in links:
@@ -342,29 +349,25 @@ class Crawler:
                 entries.append(QueueEntry(url=url, seed_id=seed.id, depth=depth,
                                           extra_hops=hops if decision.out_of_scope
                                           else entry.extra_hops))
-        return await self._add(await self._robots_filter(entries), requisites)
+        return await self._robots_filter(entries)
 
-    async def queue_redirect(self, entry: QueueEntry, seed: Seed, target: str) -> None:
-        """A redirect's target is queued at the same depth; a seed may move out of its scope."""
+    async def redirect_target(self, entry: QueueEntry, seed: Seed,
+                              target: str) -> list[QueueEntry]:
+        """A redirect's target, to queue at the same depth; a seed may leave its scope."""
         url = normalize_url(target)
         if url is None or url == entry.url:
-            return
+            return []
         if entry.depth == 0 and not seed.decide(url, 0, 0, self.live_excludes):
             position = await self.state.add_extra_seed(seed.id, url)
             new_id = len(self.config.seeds) + position
             self.seeds[new_id] = self._extra_seed(new_id, seed, url)
-            await self._add([QueueEntry(url=url, seed_id=new_id, depth=0)])
-            return
+            return [QueueEntry(url=url, seed_id=new_id, depth=0)]
         # Following a redirect is part of loading the page: no extra hop is spent on it.
         if seed.decide(url, entry.depth, entry.extra_hops, self.live_excludes):
-            await self._add(await self._robots_filter([QueueEntry(
-                url=url, seed_id=seed.id, depth=entry.depth, extra_hops=entry.extra_hops)]))
+            return await self._robots_filter([QueueEntry(
+                url=url, seed_id=seed.id, depth=entry.depth, extra_hops=entry.extra_hops)])
+        return []
 
-    async def _add(self, entries: list[QueueEntry], assets: list[str] = ()) -> list[str]:
-        results, fresh_assets = await self.state.add(entries, self.config.limit, assets)
-        if 0 in results:
-            self.work_added.set()
-        return fresh_assets
 
     async def _robots_filter(self, entries: list[QueueEntry]) -> list[QueueEntry]:
         if not self.config.use_robots:

@@ -87,11 +87,14 @@ class QueueEntry:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How a claimed page ended: done (with its page record, if kept in Redis) or failed."""
+    """How a claimed page ended: done (with its page record, if kept in Redis) or failed,
+    and what it found: links to queue and requisites to fetch."""
 
     url: str
     page: str | None = None
     failed: str | None = None
+    links: tuple[QueueEntry, ...] = ()
+    assets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,12 @@ class CrawlState:
         SCRIPT EXISTS round trip (what redis-py's Script objects do in a pipeline)."""
         for script in (_ADD, _CLAIM):
             self._shas[script] = await self.redis.script_load(script)
+
+    def _add_command(self, pipe, calls: list, entries: list[QueueEntry], limit: int) -> None:
+        args: list = [limit]
+        for e in entries:
+            args += [e.url, e.to_json(), e.depth]
+        self._evalsha(pipe, calls, _ADD, [self.q, self.s], args)
 
     def _evalsha(self, pipe, calls: list, script: str, keys: list[str], args: list) -> None:
         calls.append((len(pipe.command_stack), script, keys, args))
@@ -165,10 +174,7 @@ class CrawlState:
         calls: list = []
         async with self.redis.pipeline(transaction=False) as pipe:
             if entries:
-                args: list = [limit]
-                for e in entries:
-                    args += [e.url, e.to_json(), e.depth]
-                self._evalsha(pipe, calls, _ADD, [self.q, self.s], args)
+                self._add_command(pipe, calls, entries, limit)
             for url in assets:
                 pipe.sadd(self.assets, url)
             results = await self._execute(pipe, calls)
@@ -177,14 +183,27 @@ class CrawlState:
                  if new]
         return added, fresh
 
-    async def settle_and_claim(self, outcome: Outcome | None, now: str | None) -> QueueEntry | None:
-        """Record the last page's outcome and (unless `now` is None) claim the next page,
-        in one round trip: the worker's only Redis call between pages."""
+    async def commit(self, outcome: Outcome | None, limit: int,
+                     now: str | None) -> tuple[list[int], list[str], QueueEntry | None]:
+        """One round trip between two pages: queue the last page's links, claim its
+        requisites, record its outcome, and (unless `now` is None) claim the next page.
+
+        Returns (queueing results, requisites to fetch, next entry). It is one MULTI, so the
+        links are in `:q` before the page leaves `:p`.
+        """
         if outcome is None and now is None:
-            return None
+            return [], [], None
         calls: list = []
+        added_at = claim_at = None
+        assets: list[str] = list(outcome.assets) if outcome else []
         async with self.redis.pipeline(transaction=True) as pipe:
             if outcome is not None:
+                if outcome.links:
+                    added_at = len(pipe.command_stack)
+                    self._add_command(pipe, calls, outcome.links, limit)
+                assets_at = len(pipe.command_stack)
+                for url in assets:
+                    pipe.sadd(self.assets, url)
                 if outcome.failed is not None:
                     pipe.rpush(self.f, outcome.failed)
                 else:
@@ -193,10 +212,13 @@ class CrawlState:
                     pipe.incr(self.d)
                 pipe.hdel(self.p, outcome.url)
             if now is not None:
+                claim_at = len(pipe.command_stack)
                 self._evalsha(pipe, calls, _CLAIM, [self.q, self.p], [self.instance_id, now])
             results = await self._execute(pipe, calls)
-        raw = results[-1] if now is not None else None
-        return QueueEntry.from_json(raw) if raw else None
+        added = [int(r) for r in results[added_at]] if added_at is not None else []
+        fresh = [url for i, url in enumerate(assets) if results[assets_at + i]]
+        raw = results[claim_at] if claim_at is not None else None
+        return added, fresh, QueueEntry.from_json(raw) if raw else None
 
     async def requeue_own(self) -> int:
         """Put this instance's in-progress pages (left by a crash) back in the queue."""

@@ -11,8 +11,6 @@ import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cdxj_indexer.main import write_cdx_index
-
 from archiver_crawler import __version__
 
 logger = logging.getLogger(__name__)
@@ -36,6 +34,8 @@ def warc_files(collection_dir: Path) -> list[Path]:
 
 def build_wacz(collection_dir: Path, collection: str, main_page: str | None = None) -> Path | None:
     """Write `<collection>.wacz` (atomically replacing the previous one); None if nothing to pack."""
+    from cdxj_indexer.main import write_cdx_index  # slow to import; only needed here
+
     warcs = warc_files(collection_dir)
     if not warcs:
         logger.warning("no WARC files in %s; no WACZ written", collection_dir / "archive")

@@ -19,7 +19,7 @@ from archiver_crawler.errors import OutOfSpace
 
 logger = logging.getLogger(__name__)
 
-# Headers whose meaning the stored body no longer has (httpx undoes the chunking).
+# Headers whose meaning the stored body no longer has (the client undoes the chunking).
 _RENAMED = {"transfer-encoding"}
 _NAME = re.compile(r"^rec-\d{17}-(.+)-[0-9a-f]{8}\.warc\.gz$")
 

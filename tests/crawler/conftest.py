@@ -27,7 +27,7 @@ CRAWLER = str(Path(sys.executable).parent / "archiver-crawler")
 
 @pytest.fixture
 def site():
-    with serve_site() as s:
+    with serve_site(slow_delay=0.05) as s:
         yield s
 
 
