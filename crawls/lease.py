@@ -56,10 +56,12 @@ class LeaseQuerySet(models.QuerySet):
         ordering = ", ".join(ops.quote_name(self.model._meta.get_field(f).column) for f in order_by)
         lock = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
         scope, scope_params = self._scope_sql(pk)
+        # Adapted as the ORM adapts them: SQLite compares datetimes as text, and a lease
+        # stored in another spelling would not be due at the instant it expires.
         now_value = ops.adapt_datetimefield_value(now)
         expiry = ops.adapt_datetimefield_value(now + dt.timedelta(seconds=lease_seconds))
-        # The SQL is written out rather than compiled from a queryset: compiling the due
-        # subquery cost more than running it (see docs/leases.md).
+        # Written out rather than compiled from a queryset: compiling the due subquery
+        # cost more than running it (docs/leases.md).
         with connection.cursor() as cursor:
             cursor.execute(
                 f"UPDATE {table} SET retry_at = %s, lease_owner = %s, lease_token = lease_token + 1 "
@@ -68,7 +70,7 @@ class LeaseQuerySet(models.QuerySet):
                 f"AND retry_at <= %s RETURNING {pk}, lease_token",
                 [expiry, owner, now_value, *scope_params, limit, now_value],
             )
-            return [Claim(pk, token) for pk, token in cursor.fetchall()]
+            return [Claim(row_pk, token) for row_pk, token in cursor.fetchall()]
 
     def _scope_sql(self, pk: str) -> tuple[str, list]:
         """This queryset's own filters (e.g. `status__in=...`) as SQL on the bare table.
