@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from archiver_crawler import __version__
+from archiver_crawler.warc import sidecar_index_path
 
 logger = logging.getLogger(__name__)
 
@@ -32,10 +33,27 @@ def warc_files(collection_dir: Path) -> list[Path]:
     return sorted((collection_dir / "archive").glob("*.warc.gz"))
 
 
+def write_index(target: Path, warcs: list[Path], tmp: Path) -> None:
+    """One sorted CDXJ for all WARCs: each WARC's sidecar index written when it was closed,
+    or cdxj-indexer reading the WARC when there is none (a session that was killed)."""
+    lines: list[str] = []
+    for warc in warcs:
+        sidecar = sidecar_index_path(warc)
+        if sidecar.exists():
+            lines += sidecar.read_text(encoding="utf-8").splitlines()
+            continue
+        from cdxj_indexer.main import write_cdx_index  # slow to import; rarely needed
+
+        logger.info("indexing %s (no index was left beside it)", warc.name)
+        partial = tmp / (warc.name + ".cdxj")
+        write_cdx_index(str(partial), [str(warc)], {})
+        lines += partial.read_text(encoding="utf-8").splitlines()
+    lines.sort()
+    target.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
 def build_wacz(collection_dir: Path, collection: str, main_page: str | None = None) -> Path | None:
     """Write `<collection>.wacz` (atomically replacing the previous one); None if nothing to pack."""
-    from cdxj_indexer.main import write_cdx_index  # slow to import; only needed here
-
     warcs = warc_files(collection_dir)
     if not warcs:
         logger.warning("no WARC files in %s; no WACZ written", collection_dir / "archive")
@@ -43,7 +61,7 @@ def build_wacz(collection_dir: Path, collection: str, main_page: str | None = No
     target = collection_dir / f"{collection}.wacz"
     with tempfile.TemporaryDirectory(dir=collection_dir, prefix=".wacz-") as tmp:
         index = Path(tmp) / "index.cdxj"
-        write_cdx_index(str(index), [str(w) for w in warcs], {"sort": True})
+        write_index(index, warcs, Path(tmp))
         members: list[tuple[Path, str, int]] = [
             (w, f"archive/{w.name}", zipfile.ZIP_STORED) for w in warcs]
         members.append((index, "indexes/index.cdxj", zipfile.ZIP_DEFLATED))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import errno
+import json
 import logging
+import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -11,6 +13,7 @@ from datetime import UTC, datetime
 from io import BytesIO
 from pathlib import Path
 
+import surt
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
@@ -63,6 +66,7 @@ class WarcFile:
         self.path = archive_dir / self.name
         self._fh = open(self.path, "xb")  # noqa: SIM115 - kept open for the whole session
         self._writer = WARCWriter(self._fh, gzip=True)
+        self._index: list[str] = []
         self._guard(self._write_warcinfo, collection)
 
     @property
@@ -102,12 +106,49 @@ class WarcFile:
             warc_headers_dict=_warc_headers(date, ex.ip))
         request.rec_headers.add_header("WARC-Concurrent-To",
                                        response.rec_headers.get_header("WARC-Record-ID"))
+        offset = self._fh.tell()
         self._writer.write_record(response)
+        length = self._fh.tell() - offset
         self._writer.write_record(request)
+        self._index.append(self._cdxj_line(ex, response, offset, length))
+
+    def _cdxj_line(self, ex: Exchange, response, offset: int, length: int) -> str:
+        """The line cdxj-indexer would write for this response record."""
+        fields = {"url": ex.url}
+        mime = next((v for k, v in ex.response_headers if k.lower() == "content-type"), None)
+        if mime:
+            fields["mime"] = mime.split(";")[0].strip()
+        fields.update({"status": str(ex.status),
+                       "digest": response.rec_headers.get_header("WARC-Payload-Digest"),
+                       "length": str(length), "offset": str(offset), "filename": self.name})
+        stamp = ex.date.astimezone(UTC).strftime("%Y%m%d%H%M%S")
+        return f"{url_key(ex.url)} {stamp} {json.dumps(fields)}"
 
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.close()
+        """Close the WARC and leave its index beside it (the WACZ then needs no re-read)."""
+        if self._fh.closed:
+            return
+        self._fh.close()
+        write_sidecar_index(self.path, self._index)
+
+
+def sidecar_index_path(warc: Path) -> Path:
+    return warc.parent.parent / "warc-cdxj" / (warc.name + ".cdxj")
+
+
+def write_sidecar_index(warc: Path, lines: list[str]) -> None:
+    path = sidecar_index_path(warc)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    os.replace(partial, path)
+
+
+def url_key(url: str) -> str:
+    try:
+        return surt.surt(url)
+    except ValueError:
+        return url
 
 
 def _warc_headers(date: str, ip: str | None) -> dict[str, str]:

@@ -110,6 +110,12 @@ def test_a_relaunched_instance_requeues_its_pages_in_progress(spawn, big_site, r
     assert r.hlen("crawl1:p") == 0
     assert second.collection.page_urls == big_site.expected_pages()
     assert int(r.get("crawl1:d")) == len(big_site.expected_pages())
+    # The killed session's WARC has no index beside it: packaging indexes it from the WARC.
+    assert wacz_validate(second.collection.wacz).returncode == 0
+    with zipfile.ZipFile(second.collection.wacz) as zf:
+        index = zf.read("indexes/index.cdxj").decode()
+    indexed = {json.loads(line.split(" ", 2)[2])["url"] for line in index.splitlines()}
+    assert big_site.expected_pages() <= indexed
 
 
 def test_a_relaunched_instance_that_is_done_exits_at_once(spawn, site, r):
