@@ -9,6 +9,7 @@ import zipfile
 
 from tests.crawler.conftest import wait_for
 from tests.crawler.test_output import wacz_validate
+from tests.sitegen import serve_site
 
 SLOW = ("--hostDelay", "0.04", "--generateWACZ", "--workers", "2")
 
@@ -138,3 +139,52 @@ def test_a_relaunch_with_stopping_set_only_writes_the_wacz(spawn, big_site, r):
     assert sum(big_site.requests.values()) == 0
     assert r.hget("crawl1:status", "crawl-crawl1-0") == "done"
     assert second.collection.wacz.exists()
+
+
+def test_an_idle_instance_waits_for_the_pages_of_the_other_before_it_is_done(spawn, r):
+    with serve_site(slow_delay=1.5) as site:
+        busy = spawn(site.root + "/site/slow.html", "--scopeType", "page",
+                     instance="crawl-crawl1-0")
+        wait_for(lambda: site.requests["/site/slow.html"] == 1)
+        idle = spawn(site.root + "/site/slow.html", "--scopeType", "page",
+                     instance="crawl-crawl1-1")
+        wait_for(lambda: r.hget("crawl1:status", "crawl-crawl1-1") == "pending-wait")
+        assert idle.proc.poll() is None
+        assert busy.wait() == 0 and idle.wait() == 0
+    assert r.hgetall("crawl1:status") == {"crawl-crawl1-0": "done", "crawl-crawl1-1": "done"}
+    assert site.requests["/site/slow.html"] == 1
+
+
+def test_two_instances_never_exceed_the_page_limit(spawn, big_site, r):
+    a = spawn(big_site.url, "--limit", "12", "--workers", "3", instance="crawl-crawl1-0")
+    b = spawn(big_site.url, "--limit", "12", "--workers", "3", instance="crawl-crawl1-1")
+    assert a.wait() == 0 and b.wait() == 0
+    assert r.scard("crawl1:s") == 12
+    assert len(a.collection.pages) == 12
+    assert sum(n for path, n in big_site.requests.items() if path.endswith(".html")
+               or path == "/gen/") == 12
+
+
+def test_the_health_check_port_answers_while_the_instance_runs(spawn, big_site, r):
+    import urllib.request
+
+    from tests.sitegen import free_port
+
+    port = free_port()
+    crawler = spawn(big_site.url, "--hostDelay", "0.03", "--healthCheckPort", str(port))
+    wait_for(lambda: pages_done(r) >= 1)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
+        assert answer.status == 200
+    assert crawler.wait() == 0
+
+
+def test_python_dash_m_runs_the_same_entry_point(site, redis_url, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.crawler.conftest import base_args
+
+    done = subprocess.run([sys.executable, "-m", "archiver_crawler",
+                           *base_args(site.url, redis_url, tmp_path), "--scopeType", "page"],
+                          capture_output=True, timeout=30)
+    assert done.returncode == 0

@@ -100,3 +100,21 @@ def test_css_imports_and_urls_are_resolved_against_the_stylesheet():
     css = b"@import 'base.css'; a { background: url(../img/a.png) } b { x: url(data:x) }"
     assert extract_css(css, "http://a.test/css/site.css") == [
         "http://a.test/css/base.css", "http://a.test/img/a.png"]
+
+
+def test_a_full_disk_while_writing_a_warc_is_out_of_space(tmp_path, monkeypatch):
+    import errno
+
+    from archiver_crawler.errors import ExitCode, OutOfSpace
+    from archiver_crawler.warc import WarcFile
+
+    warc = WarcFile(tmp_path / "archive", "crawl-x-0", "coll")
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(warc, "_write_exchange", full)
+    with pytest.raises(OutOfSpace) as caught:
+        warc.write(None)
+    assert caught.value.exit_code == ExitCode.OUT_OF_SPACE == 3
+    warc.close()
