@@ -100,8 +100,7 @@ class Fetcher:
         parts = urlsplit(url)
         await self._wait_turn(parts.netloc)
         try:
-            async with asyncio.timeout(self.timeout):
-                return await self._fetch(url)
+            return await self._fetch(url)  # the session's total timeout bounds it
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
             raise FetchError(f"{type(exc).__name__}: {exc}"[:300]) from exc
 

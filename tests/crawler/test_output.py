@@ -108,3 +108,14 @@ def test_a_crawl_without_any_successful_page_fails_with_code_9(spawn, site, r):
     crawler = spawn(site.external_url)
     assert crawler.wait() == 9
     assert r.hget("crawl1:status", "crawl-crawl1-0") == "failed"
+
+
+def test_a_page_slower_than_the_timeout_is_listed_as_failed(crawl, r):
+    from tests.sitegen import serve_site
+
+    with serve_site(slow_delay=2) as site:
+        code, coll = crawl(site.url, "--depth", "1", "--pageLoadTimeout", "0.5")
+    assert code == 0
+    failed = [json.loads(f)["url"] for f in r.lrange("crawl1:f", 0, -1)]
+    assert failed == [site.root + "/site/slow.html"]
+    assert site.root + "/site/slow.html" not in coll.page_urls
