@@ -61,8 +61,11 @@ def measure_start(launcher: str, crawls: int) -> dict:
     from crawls.models import Crawl, Org, RunnerRecord
     from tests.sitegen import serve_site
 
+    daemon_log = os.environ.get("ARCHIVER_BENCH_DAEMON_LOG")
     daemon = subprocess.Popen([sys.executable, "manage.py", "run", "--daemon", "--no-live"], cwd=ROOT,
-                              env={**os.environ}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              env={**os.environ, "ARCHIVER_LOG_LEVEL": "INFO" if daemon_log else "WARNING"},
+                              stdout=subprocess.DEVNULL,
+                              stderr=open(daemon_log, "w") if daemon_log else subprocess.DEVNULL)  # noqa: SIM115
     latencies = []
     try:
         deadline = time.monotonic() + 60

@@ -198,6 +198,7 @@ class Runner:
         self.seen: dict[str, Crawl] = {}  # the held crawls as last read, for the live view
         # Periodic steps after supervision: (name, step(now) -> found work).
         self.steps: list[tuple[str, Callable[[dt.datetime], bool]]] = []
+        self.listed: dict[str, object] = {}  # this tick's instances by ref (from recover)
         self._wake: socket.socket | None = None
         self._lock_file = None
         self._webhooks = None
@@ -242,7 +243,8 @@ class Runner:
         crawls = self.held_crawls()
         messages = self.unsent_messages(crawls)
         processes = self.live_processes(crawls)
-        for crawl in crawls.values():
+        # Crawls that wait for their first launch go first: a new crawl starts within the tick.
+        for crawl in sorted(crawls.values(), key=lambda c: c.status != S.STARTING):
             found |= self.supervise_safely(crawl, now, processes.get(crawl.pk, []),
                                            messages.get(crawl.pk, []))
         for name, step in self.steps:
@@ -301,10 +303,13 @@ class Runner:
 
     def recover(self, now: dt.datetime) -> bool:
         """Remove instances no active crawl owns; adopt refs a crash left unrecorded."""
+        self.listed = {}
         try:
             instances = self.launcher.list()
         except EngineUnavailable:
             return False
+        # supervise() reads these instead of asking the engine again for each instance
+        self.listed = {instance.ref: instance for instance in instances}
         if not instances:
             return False
         crawls = Crawl.objects.in_bulk({i.crawl_id for i in instances})
@@ -612,8 +617,9 @@ class Runner:
             if process.started_at is None:
                 live += 1  # a pending (re)launch
                 continue
+            ref = self.launcher.ref_of(process)
             try:
-                instance = self.launcher.inspect(self.launcher.ref_of(process))
+                instance = self.listed.get(ref) or self.launcher.inspect(ref)
             except EngineUnavailable:
                 engine_down = True
                 live += 1
@@ -662,6 +668,10 @@ class Runner:
         process.status, process.exit_code, process.exit_reason, process.ended_at = status, code, reason, now
         with contextlib.suppress(EngineUnavailable):
             self.launcher.remove(ref)
+        if process.instance >= crawl.scale and crawl.redis_db is not None:
+            # Scaled down: it finished on `stopone`; the crawl no longer waits for it.
+            with contextlib.suppress(redis.RedisError):
+                self.store.forget_instance(crawl.redis_db, crawl.pk, process.hostname)
         if code != 0:
             what = "vanished" if code is None else f"exited with code {code} ({reason})"
             self.note(crawl, f"instance {process.hostname} {what}", "warning" if code else "info",

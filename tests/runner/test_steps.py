@@ -430,3 +430,23 @@ def test_intent_is_sent_once_per_lease(make_runner, make_crawl, fake, store):
     runner.tick(later(2))
     assert keys(store, crawl).get(f"{crawl.pk}:stopping") is None
     assert Crawl.objects.get(pk=crawl.pk).intent == Intent.STOP
+
+
+def test_scaling_down_stops_one_instance_and_the_crawl_no_longer_waits_for_it(make_runner, make_crawl, fake, store):
+    crawl = make_crawl(scale=2)
+    runner = make_runner(fake)
+    runner.tick(T0)
+    assert len(fake.running(crawl.pk)) == 2
+    report(store, crawl, instance=1, status="running")
+    crawl.set_scale(1, later(1))
+    runner.tick(later(1))
+    r = keys(store, crawl)
+    assert r.hget(f"{crawl.pk}:stopone", hostname(crawl.pk, 1)) == "1"
+
+    end_instance(fake, store, crawl, 0, "done", instance=1, wacz=b"one")
+    runner.tick(later(2))
+    assert r.hget(f"{crawl.pk}:status", hostname(crawl.pk, 1)) is None
+    end_instance(fake, store, crawl, 0, "done", instance=0, wacz=b"zero")
+    runner.tick(later(3))
+    crawl.refresh_from_db()
+    assert crawl.status == S.COMPLETE and crawl.files.count() == 2
