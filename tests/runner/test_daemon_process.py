@@ -152,3 +152,21 @@ def test_kill_9_of_the_daemon_mid_crawl_then_a_restart_completes_it_once(install
     assert (installation.data_dir / path).stat().st_size == size and sha256(installation.data_dir / path) == digest
     assert list((installation.data_dir / "archives").rglob("*.wacz")) == [installation.data_dir / path]
     assert [pid for pid in processes_mentioning(str(installation.data_dir)) if pid != installation.daemons[1].pid] == []
+
+
+def test_the_daemon_restarts_its_embedded_redis_when_it_dies_and_the_crawl_ends_clearly(installation):
+    with slow_site(pages=20, delay=0.15) as site:
+        installation.start_daemon()
+        crawl_id = installation.manage("add", site.url).strip()
+        installation.wait(crawl_id, lambda c: c["pages_done"] >= 3, timeout=30)
+        state_file = installation.data_dir / "run" / "redis.json"
+        before = json.loads(state_file.read_text())
+        os.kill(before["pid"], signal.SIGKILL)
+
+        state = installation.wait(crawl_id, lambda c: c["status"] in ("complete", "failed"), timeout=90)
+    after = json.loads(state_file.read_text())
+    assert after["port"] == before["port"] and after["pid"] != before["pid"]
+    assert state["status"] == "complete" or state["error"], state
+    assert installation.daemons[0].poll() is None  # the daemon stayed up
+    log = (installation.data_dir / "daemon-0.log").read_text()
+    assert "Redis does not answer" in log and before["password"] not in log
