@@ -181,7 +181,7 @@ class Runner:
     def __init__(self, settings: Settings, launcher: Launcher, store: ProgressStore, *,
                  runner_id: str | None = None, clock: Callable[[], dt.datetime] = db_now,
                  host_check: Callable[[Crawl], str | None] | None = None,
-                 on_redis_down: Callable[[], None] | None = None):
+                 on_redis_down: Callable[[], None] | None = None, lock_file=None):
         self.settings = settings
         self.launcher = launcher
         self.store = store
@@ -200,7 +200,7 @@ class Runner:
         self.steps: list[tuple[str, Callable[[dt.datetime], bool]]] = []
         self.listed: dict[str, object] = {}  # this tick's instances by ref (from recover)
         self._wake: socket.socket | None = None
-        self._lock_file = None
+        self._lock_file = lock_file  # from acquire_runner_lock(), if taken already
         self._webhooks = None
 
     # --- identity --------------------------------------------------------------------------
@@ -969,10 +969,13 @@ class Runner:
 
     def sleep(self, timeout: float) -> None:
         """Wait for a nudge on the wake socket, a signal, or the timeout."""
-        if self.stop_event.is_set():
+        if self.stop_event.is_set() and not self.interrupt_crawls:
             return
         if self._wake is None:
-            self.stop_event.wait(timeout)
+            if self.stop_event.is_set():  # pausing the crawls before exit: wait, do not spin
+                threading.Event().wait(timeout)
+            else:
+                self.stop_event.wait(timeout)
             return
         try:
             ready, _, _ = select.select([self._wake], [], [], timeout)

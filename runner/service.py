@@ -48,11 +48,10 @@ def build_runner(settings: Settings) -> RunnerService:
     lock = acquire_runner_lock(settings)  # before touching the embedded Redis
     try:
         endpoint, embedded = connect(settings)
-        runner = Runner(settings, make_launcher(settings), ProgressStore(endpoint))
+        runner = Runner(settings, make_launcher(settings), ProgressStore(endpoint), lock_file=lock)
     except BaseException:
         lock.close()
         raise
-    runner._lock_file = lock
     service = RunnerService(runner, embedded)
     if embedded is not None:
         service.runner.on_redis_down = service.restart_redis

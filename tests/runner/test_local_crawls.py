@@ -211,3 +211,17 @@ def test_a_process_left_running_by_a_dead_runner_is_adopted_not_duplicated(make_
     assert process.pid == pid and process.status == ProcessStatus.EXITED
     assert crawl.files.count() == 1
     assert os.path.exists(settings.data_dir / crawl.files.get().path)
+
+
+def test_interrupt_crawls_mode_pauses_running_crawls_before_the_loop_exits(make_runner, make_crawl):
+    with slow_site(pages=20, delay=0.15) as site:
+        crawl = make_crawl(site.url)
+        runner = make_runner(clock=db_now)
+        wait_for_pages(runner, crawl, 2)
+        runner.interrupt_crawls = True
+        runner.stop_event.set()  # what the first SIGTERM does
+        started = time.monotonic()
+        runner.loop("daemon")
+    crawl.refresh_from_db()
+    assert crawl.status == S.PAUSED and crawl.files.count() == 1
+    assert runner.held == {} and time.monotonic() - started < 30
