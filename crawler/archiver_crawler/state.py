@@ -38,15 +38,52 @@ end
 return out
 """
 
-# KEYS: q, p   ARGV: owner, started  -> the claimed entry json, or nil
-_CLAIM = """
-local r = redis.call('ZPOPMIN', KEYS[1])
-if #r == 0 then return false end
-local data = cjson.decode(r[1])
-data['owner'] = ARGV[1]
-data['started'] = ARGV[2]
-redis.call('HSET', KEYS[2], data['url'], cjson.encode(data))
-return r[1]
+# The worker's one call between two pages.
+# KEYS: q, s, p, d, f, pages, assets
+# ARGV: limit, owner, started ('' = claim nothing), url ('' = no outcome), 'done'|'failed',
+#       record ('' = none), number of links, (url, entry json, score) per link, then requisites
+# -> {per link 0 queued / 1 seen / 2 over limit, per requisite 1 new / 0 known, claimed or ''}
+_COMMIT = """
+local limit = tonumber(ARGV[1])
+local added = {}
+local i = 8
+for n = 1, tonumber(ARGV[7]) do
+  if redis.call('SISMEMBER', KEYS[2], ARGV[i]) == 1 then
+    added[n] = 1
+  elseif limit > 0 and redis.call('SCARD', KEYS[2]) >= limit then
+    added[n] = 2
+  else
+    redis.call('SADD', KEYS[2], ARGV[i])
+    redis.call('ZADD', KEYS[1], ARGV[i + 2], ARGV[i + 1])
+    added[n] = 0
+  end
+  i = i + 3
+end
+local fresh = {}
+for j = i, #ARGV do
+  fresh[#fresh + 1] = redis.call('SADD', KEYS[7], ARGV[j])
+end
+if ARGV[4] ~= '' then
+  if ARGV[5] == 'failed' then
+    redis.call('RPUSH', KEYS[5], ARGV[6])
+  else
+    if ARGV[6] ~= '' then redis.call('LPUSH', KEYS[6], ARGV[6]) end
+    redis.call('INCR', KEYS[4])
+  end
+  redis.call('HDEL', KEYS[3], ARGV[4])
+end
+local claimed = ''
+if ARGV[3] ~= '' then
+  local r = redis.call('ZPOPMIN', KEYS[1])
+  if #r > 0 then
+    local data = cjson.decode(r[1])
+    data['owner'] = ARGV[2]
+    data['started'] = ARGV[3]
+    redis.call('HSET', KEYS[3], data['url'], cjson.encode(data))
+    claimed = r[1]
+  end
+end
+return {added, fresh, claimed}
 """
 
 # KEYS: p, q   ARGV: owner  -> number of entries of that owner put back in the queue
@@ -123,7 +160,7 @@ class CrawlState:
     async def load_scripts(self) -> None:
         """Load the hot-path scripts once; pipelines then call them by sha with no extra
         SCRIPT EXISTS round trip (what redis-py's Script objects do in a pipeline)."""
-        for script in (_ADD, _CLAIM):
+        for script in (_ADD, _COMMIT):
             self._shas[script] = await self.redis.script_load(script)
 
     def _add_command(self, pipe, calls: list, entries: list[QueueEntry], limit: int) -> None:
@@ -185,40 +222,38 @@ class CrawlState:
 
     async def commit(self, outcome: Outcome | None, limit: int,
                      now: str | None) -> tuple[list[int], list[str], QueueEntry | None]:
-        """One round trip between two pages: queue the last page's links, claim its
-        requisites, record its outcome, and (unless `now` is None) claim the next page.
+        """The worker's one call between two pages, one Lua script: queue the last page's
+        links, claim its requisites, record its outcome, and (unless `now` is None) claim the
+        next page. The links are in `:q` before the page leaves `:p`.
 
-        Returns (queueing results, requisites to fetch, next entry). It is one MULTI, so the
-        links are in `:q` before the page leaves `:p`.
+        Returns (queueing results, requisites to fetch, next entry).
         """
         if outcome is None and now is None:
             return [], [], None
-        calls: list = []
-        added_at = claim_at = None
-        assets: list[str] = list(outcome.assets) if outcome else []
-        async with self.redis.pipeline(transaction=True) as pipe:
-            if outcome is not None:
-                if outcome.links:
-                    added_at = len(pipe.command_stack)
-                    self._add_command(pipe, calls, outcome.links, limit)
-                assets_at = len(pipe.command_stack)
-                for url in assets:
-                    pipe.sadd(self.assets, url)
-                if outcome.failed is not None:
-                    pipe.rpush(self.f, outcome.failed)
-                else:
-                    if outcome.page is not None:
-                        pipe.lpush(self.pages, outcome.page)
-                    pipe.incr(self.d)
-                pipe.hdel(self.p, outcome.url)
-            if now is not None:
-                claim_at = len(pipe.command_stack)
-                self._evalsha(pipe, calls, _CLAIM, [self.q, self.p], [self.instance_id, now])
-            results = await self._execute(pipe, calls)
-        added = [int(r) for r in results[added_at]] if added_at is not None else []
-        fresh = [url for i, url in enumerate(assets) if results[assets_at + i]]
-        raw = results[claim_at] if claim_at is not None else None
-        return added, fresh, QueueEntry.from_json(raw) if raw else None
+        links = outcome.links if outcome else ()
+        assets = list(outcome.assets) if outcome else []
+        args: list = [limit, self.instance_id, now or ""]
+        if outcome is None:
+            args += ["", "", ""]
+        elif outcome.failed is not None:
+            args += [outcome.url, "failed", outcome.failed]
+        else:
+            args += [outcome.url, "done", outcome.page or ""]
+        args.append(len(links))
+        for e in links:
+            args += [e.url, e.to_json(), e.depth]
+        args += assets
+        keys = [self.q, self.s, self.p, self.d, self.f, self.pages, self.assets]
+        added, new_assets, claimed = await self._script(_COMMIT, keys, args)
+        fresh = [url for url, new in zip(assets, new_assets, strict=True) if new]
+        return [int(a) for a in added], fresh, QueueEntry.from_json(claimed) if claimed else None
+
+    async def _script(self, script: str, keys: list[str], args: list):
+        try:
+            return await self.redis.evalsha(self._shas[script], len(keys), *keys, *args)
+        except NoScriptError:
+            # The server lost its script cache (restart, SCRIPT FLUSH); EVAL reloads it.
+            return await self.redis.eval(script, len(keys), *keys, *args)
 
     async def requeue_own(self) -> int:
         """Put this instance's in-progress pages (left by a crash) back in the queue."""
