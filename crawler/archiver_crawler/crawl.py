@@ -117,7 +117,6 @@ class Crawler:
         self.work_added = asyncio.Event()
         self.idle_workers = 0
         self.finished = False
-        self.pages_done = 0
         self.fatal: BaseException | None = None
         self._asset_slots = asyncio.Semaphore(config.workers * 2)
         self._tasks: list[asyncio.Task] = []
@@ -307,7 +306,6 @@ class Crawler:
             "loadState": load_state, "filename": self.warc.name if self.warc else None,
         })
         self._pages_file().append(record)
-        self.pages_done += 1
         return Outcome(entry.url, page=record if self.config.write_pages_to_redis else None,
                        links=tuple(links), assets=tuple(requisites))
 

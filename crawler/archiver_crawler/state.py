@@ -2,8 +2,8 @@
 
 Every transition that several instances could race on is one Lua script, so that a URL is
 always in exactly one of: the queue `:q`, in progress `:p`, done/failed. "Finished" is
-read as one MULTI snapshot of `ZCARD :q` and `HLEN :p`; links are queued before their page
-leaves `:p`, so an instance never sees an empty queue while work could still appear.
+read as one MULTI snapshot of `ZCARD :q` and `HLEN :p`; a page's links are queued by the same
+script that removes it from `:p`, so no instance sees an empty queue while work could appear.
 """
 
 from __future__ import annotations
