@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 class Installation:
     """A data dir, the commands run against it, and every daemon started on it."""
 
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, launcher: str = "local"):
         self.data_dir = data_dir
-        self.env = {**os.environ, "ARCHIVER_DATA_DIR": str(data_dir), "ARCHIVER_LAUNCHER": "local",
+        self.env = {**os.environ, "ARCHIVER_DATA_DIR": str(data_dir), "ARCHIVER_LAUNCHER": launcher,
                     "ARCHIVER_POLL_INTERVAL": "0.2", "ARCHIVER_LEASE_SECONDS": "5",
                     "PYTHONUNBUFFERED": "1"}
         for name in ("ARCHIVER_REDIS_URL", "ARCHIVER_DATABASE_URL", "DJANGO_SETTINGS_MODULE"):
@@ -127,31 +127,54 @@ def test_the_daemon_runs_a_crawl_out_of_the_box_and_a_second_one_is_refused(inst
         json.loads((installation.data_dir / "run" / "redis.json").read_text())["port"])) == []
 
 
-def test_kill_9_of_the_daemon_mid_crawl_then_a_restart_completes_it_once(installation):
+def kill_9_then_restart(installation) -> tuple[str, dict]:
     with slow_site(pages=30, delay=0.2) as site:
         first = installation.start_daemon()
         crawl_id = installation.manage("add", site.url).strip()
         installation.wait(crawl_id, lambda c: c["pages_done"] >= 3, timeout=30)
-        (crawler_pid,) = [pid for (pid,) in installation.query(
-            "SELECT pid FROM crawls_process WHERE crawl_id = ?", crawl_id)]
-
         first.kill()  # kill -9: no clean-up at all
         first.wait()
-        assert crawler_pid in processes_mentioning(str(installation.data_dir))
-
         installation.start_daemon()
-        state = installation.wait(crawl_id, lambda c: c["status"] not in ("running", "starting", "queued",
-                                                                       "generate_wacz", "pending_wait"))
+        state = installation.wait(crawl_id, lambda c: c["status"] not in (
+            "running", "starting", "queued", "generate_wacz", "pending_wait"))
     assert state["status"] == "complete", state
     assert state["pages_done"] == 31
-    processes = installation.query("SELECT pid, status, exit_code FROM crawls_process WHERE crawl_id = ?", crawl_id)
-    assert processes == [(crawler_pid, "exited", 0)]  # adopted, never launched twice
     files = installation.query("SELECT path, size, sha256 FROM crawls_crawlfile WHERE crawl_id = ?", crawl_id)
     assert len(files) == 1
     path, size, digest = files[0]
     assert (installation.data_dir / path).stat().st_size == size and sha256(installation.data_dir / path) == digest
     assert list((installation.data_dir / "archives").rglob("*.wacz")) == [installation.data_dir / path]
-    assert [pid for pid in processes_mentioning(str(installation.data_dir)) if pid != installation.daemons[1].pid] == []
+    return crawl_id, state
+
+
+def test_kill_9_of_the_daemon_mid_crawl_then_a_restart_completes_it_once(installation):
+    crawl_id, _ = kill_9_then_restart(installation)
+    processes = installation.query("SELECT status, exit_code FROM crawls_process WHERE crawl_id = ?", crawl_id)
+    assert processes == [("exited", 0)]  # adopted, never launched twice
+    assert [pid for pid in processes_mentioning(str(installation.data_dir))
+            if pid != installation.daemons[1].pid] == []
+
+
+@pytest.mark.docker
+def test_kill_9_of_the_daemon_with_docker_adopts_the_container_and_leaves_none(
+        data_dir, docker_client, crawler_image):
+    from archiver.conf import Settings
+    from runner.launchers import install_id
+
+    installation = Installation(data_dir, launcher="docker")
+    installation.env["ARCHIVER_CRAWLER_IMAGE"] = crawler_image
+    installation.manage("migrate", "-v0")
+    label = f"archiver.install={install_id(Settings(data_dir=data_dir))}"
+    try:
+        crawl_id, _ = kill_9_then_restart(installation)
+        processes = installation.query(
+            "SELECT status, exit_code, container_id FROM crawls_process WHERE crawl_id = ?", crawl_id)
+        assert [(status, code) for status, code, _ in processes] == [("exited", 0)]
+        assert docker_client.containers.list(all=True, filters={"label": label}) == []
+    finally:
+        installation.clean_up()
+        for container in docker_client.containers.list(all=True, filters={"label": label}):
+            container.remove(force=True)
 
 
 def test_the_daemon_restarts_its_embedded_redis_when_it_dies_and_the_crawl_ends_clearly(installation):
