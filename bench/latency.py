@@ -97,9 +97,27 @@ def measure_start(launcher: str, crawls: int) -> dict:
             daemon.wait(timeout=60)
         except subprocess.TimeoutExpired:
             daemon.kill()
-        shutil.rmtree(data_dir, ignore_errors=True)
+        leave_nothing_behind(data_dir)
     return {"launcher": launcher, "crawls": crawls, "p50_s": round(percentile(latencies, 50), 3),
             "p99_s": round(percentile(latencies, 99), 3), "max_s": round(max(latencies), 3)}
+
+
+def leave_nothing_behind(data_dir: Path) -> None:
+    """The daemon leaves crawlers (and their Redis) running by design; the bench does not."""
+    from archiver.conf import Settings
+    from runner.launchers import DockerLauncher, LocalLauncher
+    from runner.redis_server import EmbeddedRedis
+
+    settings = Settings(data_dir=data_dir)
+    for launcher in (LocalLauncher(settings), DockerLauncher(settings)):
+        try:
+            for instance in launcher.list():
+                launcher.remove(instance.ref)
+        except Exception as exc:  # noqa: BLE001 - no engine: nothing of ours on it
+            print(f"clean-up with {launcher.name}: {exc}", file=sys.stderr)
+        launcher.close()
+    EmbeddedRedis(settings).stop()
+    shutil.rmtree(data_dir, ignore_errors=True)
 
 
 # --- 2. tick cost --------------------------------------------------------------------------
