@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
+import shutil
 import tempfile
 import zipfile
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path
+
+from warcio.exceptions import ArchiveLoadFailed
 
 from archiver_crawler import __version__
 from archiver_crawler.warc import sidecar_index_path
@@ -20,64 +25,131 @@ WACZ_VERSION = "1.1.1"
 _CHUNK = 1 << 20
 
 
-def _sha256_file(path: Path) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return "sha256:" + digest.hexdigest(), size
-
-
 def warc_files(collection_dir: Path) -> list[Path]:
     return sorted((collection_dir / "archive").glob("*.warc.gz"))
 
 
-def write_index(target: Path, warcs: list[Path], tmp: Path) -> None:
+def write_index(target: Path, sizes: dict[Path, int], tmp: Path) -> None:
     """One sorted CDXJ for all WARCs: each WARC's sidecar index written when it was closed,
-    or cdxj-indexer reading the WARC when there is none (a session that was killed)."""
+    or, when there is none (a killed session, or another instance still writing), what
+    cdxj-indexer finds in its whole records; `sizes` is cut down to those records."""
     lines: list[str] = []
-    for warc in warcs:
+    for warc, size in sizes.items():
         sidecar = sidecar_index_path(warc)
         if sidecar.exists():
             lines += sidecar.read_text(encoding="utf-8").splitlines()
-            continue
-        from cdxj_indexer.main import write_cdx_index  # slow to import; rarely needed
-
-        logger.info("indexing %s (no index was left beside it)", warc.name)
-        partial = tmp / (warc.name + ".cdxj")
-        write_cdx_index(str(partial), [str(warc)], {})
-        lines += partial.read_text(encoding="utf-8").splitlines()
+        else:
+            sizes[warc] = whole_members_size(warc, size)
+            lines += _index_snapshot(warc, sizes[warc], tmp)
     lines.sort()
     target.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
+def whole_members_size(path: Path, size: int) -> int:
+    """Bytes of `path` (up to `size`) made of complete gzip members: a WARC record cut short
+    at the end would make the whole file unreadable to validators."""
+    end = 0  # where the last complete member ends
+    consumed = 0  # bytes of the current member seen so far
+    decompressor = zlib.decompressobj(31)
+    with open(path, "rb") as fh:
+        data = _Limited(fh, size)
+        buffer = b""
+        while True:
+            if not buffer:
+                buffer = data.read(_CHUNK)
+                if not buffer:
+                    return end
+            try:
+                decompressor.decompress(buffer)
+            except zlib.error:
+                return end
+            if decompressor.eof:
+                end += consumed + len(buffer) - len(decompressor.unused_data)
+                consumed = 0
+                buffer = decompressor.unused_data
+                decompressor = zlib.decompressobj(31)
+            else:
+                consumed += len(buffer)
+                buffer = b""
+
+
+def _index_snapshot(warc: Path, size: int, tmp: Path) -> list[str]:
+    from cdxj_indexer.main import write_cdx_index  # slow to import; rarely needed
+
+    logger.info("indexing %s (no index was left beside it)", warc.name)
+    snapshot = tmp / warc.name
+    with open(warc, "rb") as src, open(snapshot, "wb") as dst:
+        shutil.copyfileobj(_Limited(src, size), dst, _CHUNK)
+    output = tmp / (warc.name + ".cdxj")
+    try:
+        write_cdx_index(str(output), [str(snapshot)], {})
+    except (ArchiveLoadFailed, OSError, EOFError, zlib.error) as exc:
+        logger.warning("index of %s stops at a damaged record: %s", warc.name, exc)
+    snapshot.unlink()
+    return output.read_text(encoding="utf-8").splitlines() if output.exists() else []
+
+
+class _Limited:
+    """A file read up to `size` bytes (a snapshot of a file another process may append to)."""
+
+    def __init__(self, fh, size: int):
+        self.fh, self.left = fh, size
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n < 0 else min(n, self.left)
+        data = self.fh.read(n)
+        self.left -= len(data)
+        return data
+
+
+def _pack(zf: zipfile.ZipFile, source, arcname: str, compression: int) -> dict:
+    """Copy `source` (a file object) into the zip, hashing exactly the bytes stored."""
+    info = zipfile.ZipInfo(arcname, date_time=datetime.now().timetuple()[:6])
+    info.compress_type = compression
+    digest, size = hashlib.sha256(), 0
+    with zf.open(info, "w", force_zip64=True) as dst:
+        while chunk := source.read(_CHUNK):
+            digest.update(chunk)
+            dst.write(chunk)
+            size += len(chunk)
+    return {"name": Path(arcname).name.lower(), "path": arcname,
+            "hash": "sha256:" + digest.hexdigest(), "bytes": size}
+
+
+def _whole_lines(path: Path) -> bytes:
+    data = path.read_bytes()
+    return data[: data.rfind(b"\n") + 1]
+
+
 def build_wacz(collection_dir: Path, collection: str, main_page: str | None = None) -> Path | None:
-    """Write `<collection>.wacz` (atomically replacing the previous one); None if nothing to pack."""
+    """Write `<collection>.wacz` (atomically replacing the previous one); None if nothing to pack.
+
+    Instances sharing the directory may still append to their WARC and to pages.jsonl: each
+    file goes in as it was when its size was read, so hashes, index and content agree.
+    """
     warcs = warc_files(collection_dir)
     if not warcs:
         logger.warning("no WARC files in %s; no WACZ written", collection_dir / "archive")
         return None
+    sizes = {warc: warc.stat().st_size for warc in warcs}
     target = collection_dir / f"{collection}.wacz"
     with tempfile.TemporaryDirectory(dir=collection_dir, prefix=".wacz-") as tmp:
         index = Path(tmp) / "index.cdxj"
-        write_index(index, warcs, Path(tmp))
-        members: list[tuple[Path, str, int]] = [
-            (w, f"archive/{w.name}", zipfile.ZIP_STORED) for w in warcs]
-        members.append((index, "indexes/index.cdxj", zipfile.ZIP_DEFLATED))
-        for name in ("pages.jsonl", "extraPages.jsonl"):
-            pages = collection_dir / "pages" / name
-            if pages.exists():
-                members.append((pages, f"pages/{name}", zipfile.ZIP_DEFLATED))
-
+        write_index(index, sizes, Path(tmp))
         partial = Path(tmp) / "out.wacz"
         with zipfile.ZipFile(partial, "w", allowZip64=True) as zf:
             resources = []
-            for path, arcname, compression in members:
-                zf.write(path, arcname, compress_type=compression)
-                digest, size = _sha256_file(path)
-                resources.append({"name": Path(arcname).name.lower(), "path": arcname,
-                                  "hash": digest, "bytes": size})
+            for warc, size in sizes.items():
+                with open(warc, "rb") as fh:
+                    resources.append(_pack(zf, _Limited(fh, size), f"archive/{warc.name}",
+                                           zipfile.ZIP_STORED))
+            with open(index, "rb") as fh:
+                resources.append(_pack(zf, fh, "indexes/index.cdxj", zipfile.ZIP_DEFLATED))
+            for name in ("pages.jsonl", "extraPages.jsonl"):
+                pages = collection_dir / "pages" / name
+                if pages.exists():
+                    resources.append(_pack(zf, io.BytesIO(_whole_lines(pages)),
+                                           f"pages/{name}", zipfile.ZIP_DEFLATED))
             package = {
                 "profile": "data-package",
                 "resources": resources,

@@ -119,3 +119,34 @@ def test_a_page_slower_than_the_timeout_is_listed_as_failed(crawl, r):
     failed = [json.loads(f)["url"] for f in r.lrange("crawl1:f", 0, -1)]
     assert failed == [site.root + "/site/slow.html"]
     assert site.root + "/site/slow.html" not in coll.page_urls
+
+
+def test_a_warc_cut_short_without_an_index_is_packed_up_to_its_last_whole_record(tmp_path):
+    from datetime import UTC, datetime
+
+    from archiver_crawler.wacz import build_wacz
+    from archiver_crawler.warc import Exchange, WarcFile
+
+    coll = tmp_path / "collections" / "coll"
+    warc = WarcFile(coll / "archive", "crawl-x-0", "coll")
+    for i in range(3):
+        warc.write(Exchange(
+            url=f"http://127.0.0.1:9/p{i}.html", method="GET", request_target=f"/p{i}.html",
+            request_headers=[("Host", "127.0.0.1:9")], http_version="HTTP/1.1", status=200,
+            reason="OK", response_headers=[("Content-Type", "text/html")],
+            body=b"<html>hello</html>", date=datetime.now(UTC)))
+    whole = warc.path.read_bytes()
+    warc._fh.write(whole[-40:-10])  # a killed writer's half record, and no index beside it
+    warc._fh.flush()
+    (coll / "pages").mkdir()
+    (coll / "pages" / "pages.jsonl").write_text(
+        '{"format": "json-pages-1.0", "id": "pages"}\n{"id": "a", "url": '
+        '"http://127.0.0.1:9/p0.html", "ts": "2024-01-01T00:00:00Z"}\n{"id": "b", "url": "ht')
+    wacz = build_wacz(coll, "coll")
+    warc._fh.close()
+    assert wacz_validate(wacz).returncode == 0
+    with zipfile.ZipFile(wacz) as zf:
+        index = zf.read("indexes/index.cdxj").decode().splitlines()
+        pages = zf.read("pages/pages.jsonl").decode().splitlines()
+    assert len(index) == 3
+    assert len(pages) == 2
