@@ -306,7 +306,8 @@ class Runner:
         self.listed = {}
         try:
             instances = self.launcher.list()
-        except EngineUnavailable:
+        except LaunchError as exc:  # the engine is away or refuses: supervise() says so per crawl
+            log.debug("cannot list instances: %s", exc)
             return False
         # supervise() reads these instead of asking the engine again for each instance
         self.listed = {instance.ref: instance for instance in instances}
@@ -382,6 +383,10 @@ class Runner:
     def start_safely(self, crawl: Crawl, token: int, now: dt.datetime) -> bool:
         try:
             return self.start(crawl, token, now)
+        except redis.RedisError as exc:
+            log.warning("crawl %s: Redis does not answer (%s); it waits", crawl.short_id, type(exc).__name__)
+            self.wait(crawl, token, S.WAITING_CAPACITY, "waiting: Redis unreachable", now, ORG_RETRY)
+            return False
         except Exception as exc:
             log.exception("crawl %s: could not start", crawl.short_id)
             self.fail(crawl, token, f"could not start: {exc}", now)
@@ -584,6 +589,8 @@ class Runner:
             self.note(crawl, f"asked its crawlers to {crawl.intent}", now=now)
             if wanted == "canceled":
                 held.canceled_at = now
+        if crawl.intent != Intent.PAUSE and crawl.status in (S.STARTING, S.WAITING_CAPACITY):
+            held.flags.add("paused")  # a resumed crawl that waited: make sure it is not paused
         if "paused" in held.flags and crawl.intent != Intent.PAUSE:
             self.store.clear_flag(crawl.redis_db, crawl.pk, "paused")
             held.flags.discard("paused")
@@ -927,8 +934,14 @@ class Runner:
     def loop(self, mode: str, view=None) -> None:
         pause_deadline = None
         while True:
-            now = self.clock()
-            found = self.tick(now)
+            try:
+                now = self.clock()
+                found = self.tick(now)
+            except DatabaseError:
+                # The database is away or locked for too long: nothing can be decided now.
+                log.exception("tick failed on a database error; trying again shortly")
+                self.sleep(self.settings.poll_interval)
+                continue
             if view:
                 view.update(self)
             if mode == "once":

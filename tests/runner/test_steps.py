@@ -450,3 +450,15 @@ def test_scaling_down_stops_one_instance_and_the_crawl_no_longer_waits_for_it(ma
     runner.tick(later(3))
     crawl.refresh_from_db()
     assert crawl.status == S.COMPLETE and crawl.files.count() == 2
+
+
+def test_a_new_crawl_waits_while_redis_is_down_instead_of_failing(make_runner, make_crawl, fake):
+    crawl = make_crawl()
+    runner = make_runner(fake)
+    runner.store.endpoint = RedisEndpoint(host="127.0.0.1", port=9, databases=256)
+
+    runner.tick(T0)
+
+    crawl.refresh_from_db()
+    assert crawl.status == S.WAITING_CAPACITY and crawl.waiting_reason == "waiting: Redis unreachable"
+    assert crawl.lease_owner == "" and fake.launches == 0
