@@ -127,12 +127,6 @@ def run_claimers(env: dict[str, str], processes: int, batch: int, timeout: float
 # --- the child side ---------------------------------------------------------------------
 
 
-def _setup_django():
-    import django
-
-    django.setup()
-
-
 def seed_rows(rows: int, now: dt.datetime | None = None) -> list[str]:
     """Create `rows` due crawls, oldest first, and return their ids (Django must be set up)."""
     from django.db import connection
@@ -197,7 +191,9 @@ def _claim_command(owner: str, batch: int) -> None:
 
 
 def main(argv: list[str]) -> None:
-    _setup_django()
+    import django
+
+    django.setup()
     command, *args = argv
     if command == "seed":
         json.dump(seed_rows(int(args[0])), sys.stdout)
