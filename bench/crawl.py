@@ -1,6 +1,6 @@
 """Benchmark: archiver-crawler against wget on a generated local site.
 
-    .venv/bin/python bench/crawl.py [--pages 2000] [--workers 4] [--json]
+    .venv/bin/python bench/crawl.py [--pages 2000] [--workers 4] [--repeat 1] [--json]
 
 Serves tests.sitegen's generated site (127.0.0.1 only), crawls it with
 `archiver-crawler --workers N` (private redis-server on a free port) and with
@@ -28,7 +28,6 @@ sys.path.insert(0, str(ROOT))
 from tests.sitegen import free_port, serve_site  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
-sys.setswitchinterval(0.0002)
 
 
 def start_redis(workdir: Path) -> tuple[subprocess.Popen, int]:
@@ -62,9 +61,16 @@ def timed(cmd: list[str], env: dict | None = None) -> dict:
             "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "stderr_tail": stderr[-500:]}
 
 
-def crawl_ours(url: str, workdir: Path, redis_port: int, workers: int) -> dict:
+def median_run(runs: list[dict]) -> dict:
+    ordered = sorted(runs, key=lambda r: r["seconds"])
+    result = dict(ordered[len(ordered) // 2])
+    result["all_seconds"] = [r["seconds"] for r in runs]
+    return result
+
+
+def crawl_ours(url: str, workdir: Path, redis_port: int, workers: int, crawl_id: str) -> dict:
     cmd = [str(VENV_BIN / "archiver-crawler"), "--url", url, "--workers", str(workers),
-           "--redisStoreUrl", f"redis://127.0.0.1:{redis_port}/0", "--crawlId", "bench",
+           "--redisStoreUrl", f"redis://127.0.0.1:{redis_port}/0", "--crawlId", crawl_id,
            "--collection", "bench", "--cwd", str(workdir), "--generateWACZ",
            "--pageLoadTimeout", "30", "--diskUtilization", "0"]
     env = dict(os.environ, CRAWLER_HOSTNAME="bench-0")
@@ -100,26 +106,40 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run both N times, alternating which goes first; report medians")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
+    runs: dict[str, list[dict]] = {"ours": [], "wget": []}
     with tempfile.TemporaryDirectory(prefix="crawl-bench-") as tmp:
         tmp_path = Path(tmp)
         redis_proc, redis_port = start_redis(tmp_path)
         try:
             with serve_site(pages=args.pages) as site:
-                ours = crawl_ours(site.url, tmp_path / "ours", redis_port, args.workers)
-                wget = crawl_wget(site.url, tmp_path / "wget")
+                for i in range(args.repeat):
+                    order = ("ours", "wget") if i % 2 == 0 else ("wget", "ours")
+                    for name in order:
+                        workdir = tmp_path / f"{name}-{i}"
+                        if name == "ours":
+                            runs[name].append(crawl_ours(site.url, workdir, redis_port,
+                                                         args.workers, f"bench{i}"))
+                        else:
+                            runs[name].append(crawl_wget(site.url, workdir))
         finally:
             redis_proc.terminate()
             redis_proc.wait(timeout=10)
+    ours, wget = median_run(runs["ours"]), median_run(runs["wget"])
 
     ratio = round(wget["seconds"] / ours["seconds"], 2) if ours["seconds"] else None
-    summary = {"site_pages": args.pages + 1, "workers": args.workers, "ours": ours,
+    summary = {"site_pages": args.pages + 1, "workers": args.workers, "repeat": args.repeat,
+               "load_average_1m": round(os.getloadavg()[0], 2),
+               "ours": ours,
                "wget": wget, "speedup_vs_wget": ratio}
-    print(f"site: {args.pages + 1} pages on 127.0.0.1")
+    print(f"site: {args.pages + 1} pages on 127.0.0.1; load average {os.getloadavg()[0]:.2f} "
+          f"on {os.cpu_count()} CPUs (wget is CPU-bound: other load slows it most)")
     for name, r in (("archiver-crawler", ours), ("wget", wget)):
-        print(f"{name:>17}: {r['seconds']:7.2f} s  cpu {r['cpu_seconds']:6.2f} s  peak RSS {r['peak_rss_mb']:6.1f} MB  "
+        print(f"{name:>17}: {r['seconds']:7.2f} s (median of {r['all_seconds']})  cpu {r['cpu_seconds']:6.2f} s  peak RSS {r['peak_rss_mb']:6.1f} MB  "
               f"pages {r['pages']}  exit {r['exit_code']}")
     print(f"speed-up vs wget: {ratio}x   our WACZ valid: {ours['wacz_valid']}")
     if args.json:
