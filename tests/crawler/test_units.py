@@ -118,3 +118,13 @@ def test_a_full_disk_while_writing_a_warc_is_out_of_space(tmp_path, monkeypatch)
         warc.write(None)
     assert caught.value.exit_code == ExitCode.OUT_OF_SPACE == 3
     warc.close()
+
+
+@pytest.mark.parametrize("href", ["/a.html", "/a/b.html?x=1&y=2", "/a.html#frag", "/a/../b.html",
+                                  "/./c.html", "//other.test/d", "/", "/%7Euser/"])
+def test_absolute_paths_resolve_as_urljoin_does(href):
+    from urllib.parse import urljoin
+
+    base = "https://h.test:8443/dir/page.html"
+    out = extract_html(f'<a href="{href}">x</a>'.encode(), base)
+    assert out.links == [normalize_url(urljoin(base, href))]
