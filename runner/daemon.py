@@ -182,7 +182,8 @@ class Runner:
                  runner_id: str | None = None, clock: Callable[[], dt.datetime] = db_now,
                  host_check: Callable[[Crawl], str | None] | None = None,
                  on_redis_down: Callable[[], None] | None = None, lock_file=None):
-        self.settings = settings
+        # The default data dir is relative ("data"); crawlers run in other working directories.
+        self.settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
         self.launcher = launcher
         self.store = store
         self.id = runner_id or new_runner_id()

@@ -44,6 +44,9 @@ class RunnerService:
 
 
 def build_runner(settings: Settings) -> RunnerService:
+    # The default data dir is relative ("data"): everything we hand to other processes
+    # (redis-server's dir, crawler folders, container mounts) must be absolute.
+    settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     lock = acquire_runner_lock(settings)  # before touching the embedded Redis
     try:
