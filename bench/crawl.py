@@ -51,7 +51,12 @@ def timed(cmd: list[str], env: dict | None = None) -> dict:
     """Run `cmd`; wall seconds, exit code and the child's own peak RSS (from wait4)."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    except BaseException:  # Ctrl-C included: leave no crawler behind
+        proc.kill()
+        proc.wait()
+        raise
     wall = time.perf_counter() - start
     stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     proc.stderr.close()
