@@ -462,3 +462,14 @@ def test_a_new_crawl_waits_while_redis_is_down_instead_of_failing(make_runner, m
     crawl.refresh_from_db()
     assert crawl.status == S.WAITING_CAPACITY and crawl.waiting_reason == "waiting: Redis unreachable"
     assert crawl.lease_owner == "" and fake.launches == 0
+
+
+def test_a_relative_data_dir_is_made_absolute_before_anything_is_launched(store, fake, monkeypatch, data_dir):
+    from pathlib import Path
+
+    from archiver.conf import Settings
+    from runner.daemon import Runner
+
+    monkeypatch.chdir(data_dir)
+    runner = Runner(Settings(data_dir=Path("data")), fake, store)
+    assert runner.settings.data_dir == data_dir / "data"
