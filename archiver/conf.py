@@ -43,7 +43,7 @@ def default_crawler_image() -> str:
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
     data_dir: Path = Path("data")
     database_url: str | None = None
