@@ -16,7 +16,7 @@ from crawls import wake
 from crawls.lease import db_now
 from crawls.models import CrawlEvent, DeliveryStatus, Webhook, WebhookDelivery
 from crawls.webhooks import InvalidWebhook, clean_secret, shown_url
-from runner import ssrf
+from crawls import ssrf
 
 
 class WebhookForm(forms.ModelForm):

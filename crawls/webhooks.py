@@ -1,7 +1,7 @@
 """The data rules of webhooks: which events a webhook may name, what a secret must be,
 and how a URL is shown without the parts that may hold a token.
 
-The address rules (https only, no private addresses...) are runner.ssrf's, applied by the
+The address rules (https only, no private addresses...) are crawls.ssrf's, applied by the
 `webhook` command and the admin before a row is written, and again at every delivery.
 """
 

@@ -36,7 +36,7 @@ from archiver import conf
 from archiver.errors import ConfigError, WebhookRefused
 from crawls.lease import Claim, db_now
 from crawls.models import WebhookDelivery
-from runner import ssrf
+from crawls import ssrf
 
 log = logging.getLogger(__name__)
 

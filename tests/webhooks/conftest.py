@@ -21,7 +21,7 @@ import pytest
 from archiver import conf
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, Org, Webhook
-from runner import ssrf
+from crawls import ssrf
 
 SECRET = "s3cret-for-tests"
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)

@@ -64,7 +64,7 @@ def test_saving_with_an_empty_secret_keeps_the_old_one(staff, allowed, make_hook
 ])
 def test_a_refused_url_or_an_empty_secret_is_a_form_error_and_nothing_is_written(staff, url, secret, message,
                                                                                 monkeypatch):
-    monkeypatch.setattr("runner.ssrf.system_resolver", lambda host, port: ["93.184.215.14"])
+    monkeypatch.setattr("crawls.ssrf.system_resolver", lambda host, port: ["93.184.215.14"])
     response = staff.post(reverse("admin:crawls_webhook_add"), form(url, secret))
     assert response.status_code == 200
     assert message in response.content.decode()

@@ -59,7 +59,7 @@ def test_bad_input_is_refused_and_nothing_is_written(args, message):
 
 
 def test_a_name_that_resolves_privately_is_refused_at_add(monkeypatch):
-    from runner import ssrf
+    from crawls import ssrf
 
     monkeypatch.setattr(ssrf, "system_resolver", lambda host, port: ["10.1.1.1"])
     with pytest.raises(CommandError, match="resolves to 10.1.1.1, which is a private address"):
@@ -107,14 +107,20 @@ def test_deliveries_lists_failed_ones_and_replay_makes_them_pending(allowed, mak
         webhook("replay", "9999")
 
 
-def test_test_sends_a_signed_ping(allowed, make_hook):
+def ping(*args) -> str:
+    out = io.StringIO()
+    call_command("pingwebhook", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_pingwebhook_sends_a_signed_ping(allowed, make_hook):
     hook = make_hook(allowed.url())
-    assert webhook("test", str(hook.pk)).strip() == f"ping to webhook {hook.pk}: HTTP 200"
-    (ping,) = allowed.received
-    assert ping.signed and ping.payload["event"] == "ping"
+    assert ping(str(hook.pk)).strip() == f"ping to webhook {hook.pk}: HTTP 200"
+    (request,) = allowed.received
+    assert request.signed and request.payload["event"] == "ping"
     allowed.then(Reply(401))
     with pytest.raises(CommandError, match=f"HTTP 401 from {allowed.where}"):
-        webhook("test", str(hook.pk))
+        ping(str(hook.pk))
 
 
 def test_from_the_shell_a_refusal_is_one_line_on_stderr_and_a_non_zero_exit(tmp_path):

@@ -1,6 +1,6 @@
 """`archiver webhook add|list|remove|deliveries|replay|test`: where crawl events are POSTed.
 
-A URL is checked with the same SSRF rules the runner applies at delivery (runner.ssrf)
+A URL is checked with the same SSRF rules the runner applies at delivery (crawls.ssrf)
 before anything is written. Secrets are write-only: no subcommand prints one.
 """
 
@@ -14,7 +14,7 @@ from crawls.cli import ArchiverCommand, OneLineParser, age, int_arg
 from crawls.lease import db_now
 from crawls.models import DeliveryStatus, Org, Webhook, WebhookDelivery
 from crawls.webhooks import clean_events, clean_secret, shown_url
-from runner import ssrf
+from crawls import ssrf
 
 
 class Command(ArchiverCommand):
@@ -41,8 +41,6 @@ class Command(ArchiverCommand):
         deliveries.add_argument("--json", action="store_true")
         replay = actions.add_parser("replay", help="deliver a failed delivery again, from scratch")
         replay.add_argument("id", type=int_arg, metavar="DELIVERY_ID")
-        test = actions.add_parser("test", help="POST a signed ping event now and show the answer")
-        test.add_argument("id", type=int_arg, metavar="ID")
 
     def run(self, *, action, **options):
         getattr(self, action)(**options)
@@ -114,17 +112,6 @@ class Command(ArchiverCommand):
 
         wake.nudge()
         self.stdout.write(f"delivery {id} is pending again")
-
-    def test(self, *, id, **_):
-        from runner.webhooks import send_ping
-
-        hook = Webhook.objects.filter(pk=id).first()
-        if hook is None:
-            raise CommandError(f"no webhook {id}")
-        outcome = send_ping(hook)
-        if not outcome.succeeded:
-            raise CommandError(f"ping to webhook {id} failed: {outcome.error}")
-        self.stdout.write(f"ping to webhook {id}: HTTP {outcome.status_code}")
 
 
 def check(url: str) -> None:
