@@ -25,6 +25,7 @@ import shutil
 import signal
 import socket
 import threading
+import zipfile
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from django.db.models import Q
 
 from archiver.conf import Settings
 from archiver.errors import ArchiverError, ConfigError, EngineUnavailable, LaunchError
-from crawls import admission, quotas
+from crawls import admission, quotas, retention, schedules
 from crawls.lease import db_now
 from crawls.models import (
     STOPPED_STATE,
@@ -70,6 +71,9 @@ REDIS_GRACE = 300.0  # Redis unreachable this long fails the crawl
 CANCEL_GRACE = 30.0  # crawlers still running this long after a cancel are removed
 MAX_DRAIN_BATCHES = 20  # per crawl per tick, so one busy crawl cannot starve the others
 SHUTDOWN_PAUSE_TIMEOUT = 120.0
+PURGE_EVERY = 60.0  # retention looks for expired crawls this often
+PURGE_AGAIN = 1.0  # ... or this soon when its last pass had a full batch or more
+DISK_PAUSE = "paused: disk"  # waiting_reason of crawls the runner paused for disk space
 
 LIVE_INSTANCE = (ProcessStatus.STARTING, ProcessStatus.RUNNING)
 FAILED_ATTEMPT = (ExitReason.CRASH, ExitReason.OOM)
@@ -181,6 +185,8 @@ class Runner:
     def __init__(self, settings: Settings, launcher: Launcher, store: ProgressStore, *,
                  runner_id: str | None = None, clock: Callable[[], dt.datetime] = db_now,
                  host_check: Callable[[Crawl], str | None] | None = None,
+                 disk_check: Callable[[], str | None] | None = None,
+                 host_usage: Callable[[], admission.HostUsage] | None = None,
                  on_redis_down: Callable[[], None] | None = None, lock_file=None):
         # The default data dir is relative ("data"); crawlers run in other working directories.
         self.settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
@@ -188,7 +194,11 @@ class Runner:
         self.store = store
         self.id = runner_id or new_runner_id()
         self.clock = clock
-        self.host_check = host_check or admission.crawl_wait_reason
+        self.host_usage = host_usage or (lambda: admission.read_host_usage(self.settings.data_dir))
+        self.host_check = host_check or self.crawl_wait_reason
+        self.disk_check = disk_check or self.disk_full_reason
+        self.disk_reason: str | None = None  # this tick's answer of disk_check()
+        self.count_every = COUNT_EVERY
         self.on_redis_down = on_redis_down
         self.held: dict[str, Held] = {}
         self.stop_event = threading.Event()
@@ -198,7 +208,12 @@ class Runner:
         self.events: deque[str] = deque(maxlen=50)
         self.seen: dict[str, Crawl] = {}  # the held crawls as last read, for the live view
         # Periodic steps after supervision: (name, step(now) -> found work).
-        self.steps: list[tuple[str, Callable[[dt.datetime], bool]]] = []
+        self.steps: list[tuple[str, Callable[[dt.datetime], bool]]] = [
+            ("schedules", self.fire_schedules),
+            ("retention", self.purge_expired),
+            ("disk", self.resume_after_disk),
+        ]
+        self.next_purge: dt.datetime | None = None
         self.listed: dict[str, object] = {}  # this tick's instances by ref (from recover)
         self._wake: socket.socket | None = None
         self._lock_file = lock_file  # from acquire_runner_lock(), if taken already
@@ -242,6 +257,7 @@ class Runner:
         if not self.stop_event.is_set():
             found |= self.claim_due_crawls(now)
         crawls = self.held_crawls()
+        self.disk_reason = self.disk_check() if crawls else None
         messages = self.unsent_messages(crawls)
         processes = self.live_processes(crawls)
         # Crawls that wait for their first launch go first: a new crawl starts within the tick.
@@ -254,6 +270,51 @@ class Runner:
             except Exception:
                 log.exception("step %s failed; going on", name)
         return found
+
+    # --- the host ---------------------------------------------------------------------------
+
+    def crawl_wait_reason(self, crawl: Crawl) -> str | None:
+        """Why this host has no room to start `crawl` now (disk, memory), or None."""
+        memory = admission.memory_needed(crawl.launch_config())
+        return admission.wait_reason(self.host_usage(), self.settings.disk_threshold_percent, memory)
+
+    def disk_full_reason(self) -> str | None:
+        """Why running crawls must pause for disk space now, or None (memory is not checked)."""
+        usage = self.host_usage()
+        return admission.wait_reason(admission.HostUsage(usage.disk_used, usage.disk_free),
+                                     self.settings.disk_threshold_percent, 0)
+
+    # --- periodic steps ----------------------------------------------------------------------
+
+    def fire_schedules(self, now: dt.datetime) -> bool:
+        """Queue the crawls of due schedules (docs/lifecycle.md §5)."""
+        if self.stop_event.is_set():
+            return False
+        return schedules.fire_due_schedules(self.id, now)
+
+    def purge_expired(self, now: dt.datetime) -> bool:
+        """Retention, at most once a minute, or again soon while there is more to delete."""
+        if self.next_purge is not None and now < self.next_purge:
+            return False
+        found = retention.purge_expired(now, settings=self.settings)
+        self.next_purge = now + dt.timedelta(seconds=PURGE_AGAIN if found else PURGE_EVERY)
+        return found
+
+    def resume_after_disk(self, now: dt.datetime) -> bool:
+        """Crawls the runner paused for a full disk are queued again once space returns.
+
+        Only those: a crawl a person paused keeps an empty waiting reason and stays paused.
+        """
+        paused = Crawl.objects.filter(status=S.PAUSED, waiting_reason__startswith=DISK_PAUSE)
+        if not paused.exists() or self.disk_check() is not None:
+            return False
+        resumed = 0
+        for crawl in paused:
+            with contextlib.suppress(ArchiverError):  # resumed or ended by someone meanwhile
+                crawl.resume(now)
+                resumed += 1
+                self.event(f"crawl {crawl.short_id}: disk space is back; resuming")
+        return bool(resumed)
 
     def held_crawls(self) -> dict[str, Crawl]:
         """Our crawls as they are now; those whose lease moved are let go."""
@@ -668,7 +729,9 @@ class Runner:
         tail = ""
         with contextlib.suppress(LaunchError):
             tail = self.launcher.log_tail(ref)
-        self.collect_wacz(crawl, process, now)
+        kept = self.collect_wacz(crawl, process, now)
+        if kept is not None:
+            self.forget_archived(crawl, process, kept)
         status = ProcessStatus.LOST if code is None else ProcessStatus.EXITED
         Process.objects.filter(pk=process.pk).update(
             status=status, exit_code=code, exit_reason=reason, log_tail=tail[-4000:], ended_at=now,
@@ -802,10 +865,16 @@ class Runner:
 
     # --- files -----------------------------------------------------------------------------
 
-    def collect_wacz(self, crawl: Crawl, process: Process, now: dt.datetime) -> CrawlFile | None:
-        """Move an instance's session WACZ into the archive (before any relaunch overwrites it)."""
-        source = (self.settings.crawls_dir / crawl.pk / str(process.instance) / "collections"
-                  / crawl.pk / f"{crawl.pk}.wacz")
+    def collection_dir(self, crawl: Crawl, instance: int) -> Path:
+        """Where instance `instance` of `crawl` writes its collection (mounted on /crawls)."""
+        return self.settings.crawls_dir / crawl.pk / str(instance) / "collections" / crawl.pk
+
+    def collect_wacz(self, crawl: Crawl, process: Process, now: dt.datetime) -> Path | None:
+        """Move an instance's session WACZ into the archive (before any relaunch overwrites it).
+
+        Returns the kept file once it is recorded (now or by an earlier look), else None.
+        """
+        source = self.collection_dir(crawl, process.instance) / f"{crawl.pk}.wacz"
         folder = self.settings.data_dir / "archives" / crawl.pk
         target = folder / f"{crawl.pk}-{process.instance}-{process.pk}.wacz"
         if source.exists():
@@ -815,16 +884,60 @@ class Runner:
             return None
         path = str(target.relative_to(self.settings.data_dir))
         if CrawlFile.objects.filter(path=path).exists():
-            return None
+            return target
         size, digest = target.stat().st_size, sha256_of(target)
         with transaction.atomic():
-            record = CrawlFile.objects.create(crawl=crawl, path=path, size=size, sha256=digest, created_at=now)
+            CrawlFile.objects.create(crawl=crawl, path=path, size=size, sha256=digest, created_at=now)
             crawl.org.add_bytes(size)
         held = self.held.get(crawl.pk)
         if held and held.files_bytes is not None:
             held.files_bytes += size
         self.event(f"crawl {crawl.short_id}: kept {path} ({size} bytes)")
-        return record
+        return target
+
+    def forget_archived(self, crawl: Crawl, process: Process, wacz: Path) -> int:
+        """Delete from the instance's folder what a kept WACZ holds; returns the files deleted.
+
+        Every session's WACZ packs every WARC in archive/ (and the page lists and logs), so
+        without this the next session's WACZ would repeat this one. Only called after the
+        instance exited, so nothing writes there. A file is deleted only if the WACZ holds
+        it whole (same size), so nothing is ever lost; the per-WARC index files go with
+        their WARC (`warc-cdx/<warc>.cdx` for browsertrix-crawler, `warc-cdxj/<warc>.cdxj`
+        for ours), since packaging merges every index it finds. The instance's `:size` is
+        set to what is left, as those bytes are now counted in the kept file.
+        """
+        collection = self.collection_dir(crawl, process.instance)
+        try:
+            with zipfile.ZipFile(wacz) as archive:
+                members = {info.filename: info.file_size for info in archive.infolist()}
+        except (zipfile.BadZipFile, OSError) as exc:
+            log.warning("crawl %s: cannot read %s (%s); leaving the instance's files", crawl.short_id,
+                        wacz.name, exc)
+            return 0
+        deleted = 0
+        for name, size in members.items():
+            folder, _, base = name.partition("/")
+            if folder not in ("archive", "pages", "logs") or not base or Path(base).name != base \
+                    or base in (".", ".."):
+                continue
+            path = collection / folder / base
+            with contextlib.suppress(FileNotFoundError):
+                if not path.is_file() or path.is_symlink() or path.stat().st_size != size:
+                    continue
+                path.unlink()
+                deleted += 1
+                if folder == "archive":
+                    (collection / "warc-cdx" / f"{base}.cdx").unlink(missing_ok=True)
+                    (collection / "warc-cdxj" / f"{base}.cdxj").unlink(missing_ok=True)
+        left = sum(path.stat().st_size for path in (collection / "archive").glob("*.warc*")
+                   if path.is_file())
+        if crawl.redis_db is not None:
+            try:
+                self.store.set_size(crawl.redis_db, crawl.pk, process.hostname, left)
+            except redis.RedisError as exc:
+                log.warning("crawl %s: could not reset the size of %s (%s)", crawl.short_id,
+                            process.hostname, type(exc).__name__)
+        return deleted
 
     def delete_files(self, crawl: Crawl) -> None:
         """A canceled crawl keeps nothing: its files leave the disk and the org's bytes."""

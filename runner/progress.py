@@ -107,6 +107,10 @@ class ProgressStore:
     def stop_one(self, db: int, crawl_id: str, hostname: str) -> None:
         self.client(db).hset(f"{crawl_id}:stopone", hostname, "1")
 
+    def set_size(self, db: int, crawl_id: str, hostname: str, size: int) -> None:
+        """What an exited instance has left in archive/ (its kept WACZ holds the rest)."""
+        self.client(db).hset(f"{crawl_id}:size", hostname, size)
+
     def forget_instance(self, db: int, crawl_id: str, hostname: str) -> None:
         """After a scaled-down instance exited: drop its fields so it is not waited for."""
         pipe = self.client(db).pipeline()
