@@ -122,3 +122,15 @@ def crawler_image(docker_client) -> str:
             pytest.fail(message)
         pytest.skip(message)
     return tag
+
+
+@pytest.fixture
+def admin_settings(settings, tmp_path):
+    """Admin pages without collectstatic (unhashed assets) and with a fast password hasher."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.STATIC_ROOT = tmp_path / "static"
+    settings.STATIC_ROOT.mkdir()
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }

@@ -28,19 +28,7 @@ from crawls.models import (
 )
 
 S = CrawlStatus
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def test_settings(settings, tmp_path):
-    """Admin assets unhashed (tests run no collectstatic); a fast password hasher."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    settings.STATIC_ROOT = tmp_path / "static"
-    settings.STATIC_ROOT.mkdir()
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("admin_settings")]
 
 
 @pytest.fixture
