@@ -514,8 +514,9 @@ class Crawl(Leased):
         return self._transition(status, allowed, now, token=token, waiting_reason=reason)
 
     def mark_starting(self, token: int, now) -> bool:
+        # Each session starts the stall clock afresh: time paused or queued is not a stall.
         return self._transition(S.STARTING, (*S.NOT_STARTED, S.RUNNING), now, token=token,
-                                waiting_reason="")
+                                waiting_reason="", progress_at=now)
 
     def mark_running(self, token: int, now) -> bool:
         first = self.started_at is None

@@ -175,6 +175,8 @@ class Held:
     engine_down: bool = False
     files_bytes: int | None = None  # sizes of its kept files, read once per lease
     canceled_at: dt.datetime | None = None  # when we sent the cancel command
+    pause_reason: str = ""  # why the runner itself paused it (a full disk)
+    failed_read: int | None = None  # entries of <id>:f already stored as failed snapshots
 
 
 def new_runner_id() -> str:
@@ -538,7 +540,7 @@ class Runner:
         if processes is None:
             processes = list(crawl.processes.filter(status__in=LIVE_INSTANCE))
         try:
-            progress = self.store.read(crawl.redis_db, crawl.pk, failed_offset=crawl.pages_failed)
+            progress = self.store.read(crawl.redis_db, crawl.pk, failed_offset=self.failed_read(crawl, held))
         except redis.RedisError as exc:
             self.redis_down(crawl, held, now, exc)
             self.check_instances(crawl, processes, None, now)
@@ -548,6 +550,8 @@ class Runner:
             self.note(crawl, "Redis answers again", now=now)
             self.set_waiting_reason(crawl, held, "")
         self.record_progress(crawl, held, progress, now)
+        if self.disk_reason and not crawl.intent and crawl.status in S.RUNNING_STATES:
+            self.pause_for_disk(crawl, held, self.disk_reason, now)
         self.send_commands(crawl, held, progress, messages, now)
         live = self.check_instances(crawl, processes, progress, now)
         if crawl.pk not in self.held:
@@ -569,6 +573,17 @@ class Runner:
                 return True
         self.follow_state(crawl, held, progress, live, now)
         return False
+
+    def pause_for_disk(self, crawl: Crawl, held: Held, reason: str, now: dt.datetime) -> None:
+        """Pause a running crawl while the disk is full; resume_after_disk() queues it again.
+
+        The reason is kept as its waiting reason ("paused: disk 93 % full ..."), which is
+        what tells it from a crawl a person paused.
+        """
+        reason = "paused: " + reason.removeprefix("waiting: ")
+        if self.save(crawl, held, now, intent=Intent.PAUSE, waiting_reason=reason[:300]):
+            held.pause_reason = reason[:300]
+            self.note(crawl, f"pausing: {reason.removeprefix('paused: ')}", "warning", now)
 
     def renew(self, crawl: Crawl, held: Held, now: dt.datetime) -> bool:
         lease = self.settings.lease_seconds
@@ -600,16 +615,37 @@ class Runner:
             pages, errors = self.store.drain(crawl.redis_db, crawl.pk)
             self.ingest(crawl, pages, errors, now)
             progress.more, batches = bool(pages or errors), batches + 1
+        held.failed_read = progress.failed
         if held.files_bytes is None:
             held.files_bytes = held_files_bytes(crawl)
         files = held.files_bytes
-        values = {"pages_done": progress.done, "pages_found": max(progress.found, progress.done),
-                  "pages_failed": progress.failed, "size_bytes": progress.size + files}
+        if crawl.config_override:
+            # A failed-pages session: the crawler counts from 0, the crawl keeps its pages.
+            values = {"pages_done": crawl.snapshots.filter(status=SnapshotStatus.DONE).count(),
+                      "pages_failed": crawl.failed_pages().count(), "size_bytes": progress.size + files}
+        else:
+            values = {"pages_done": progress.done, "pages_found": max(progress.found, progress.done),
+                      "pages_failed": progress.failed, "size_bytes": progress.size + files}
         changed = {k: v for k, v in values.items() if getattr(crawl, k) != v}
         if changed.get("pages_done", 0) > crawl.pages_done:
             changed["progress_at"] = now
         if changed:
             self.save(crawl, held, now, **changed)
+
+    @staticmethod
+    def failed_read(crawl: Crawl, held: Held) -> int:
+        """Where to go on reading <id>:f. A failed-pages session has a Redis database of its
+        own, so it starts at 0; otherwise pages_failed is the length already read."""
+        if held.failed_read is None:
+            held.failed_read = 0 if crawl.config_override else crawl.pages_failed
+        return held.failed_read
+
+    def settle_retried_pages(self, crawl: Crawl, held: Held, now: dt.datetime) -> None:
+        """The end of a failed-pages session: a page it did not report stays failed."""
+        crawl.snapshots.filter(status=SnapshotStatus.QUEUED).update(
+            status=SnapshotStatus.FAILED, error="not archived by the failed-pages session")
+        self.save(crawl, held, now, pages_failed=crawl.failed_pages().count(),
+                  pages_done=crawl.snapshots.filter(status=SnapshotStatus.DONE).count())
 
     def ingest(self, crawl: Crawl, pages: list[dict], errors: list[dict], now: dt.datetime,
                failed: list[dict] = ()) -> None:
@@ -743,6 +779,8 @@ class Runner:
             # Scaled down: it finished on `stopone`; the crawl no longer waits for it.
             with contextlib.suppress(redis.RedisError):
                 self.store.forget_instance(crawl.redis_db, crawl.pk, process.hostname)
+            if held := self.held.get(crawl.pk):
+                held.flags.discard(f"stopone-{process.instance}")
         if code != 0:
             what = "vanished" if code is None else f"exited with code {code} ({reason})"
             self.note(crawl, f"instance {process.hostname} {what}", "warning" if code else "info",
@@ -850,8 +888,18 @@ class Runner:
                                   f"{crawl.stalls} times")
             self.note(crawl, f"stalled: no page done for {self.settings.stall_minutes:g} minutes; "
                              "restarting its crawlers", "warning", now)
-            for process in crawl.processes.filter(status=ProcessStatus.RUNNING):
-                self.launcher.remove(self.launcher.ref_of(process))
+            self.restart_instances(crawl, now)
+
+    def restart_instances(self, crawl: Crawl, now: dt.datetime) -> None:
+        """Stop every running instance (SIGTERM, so it packages what it has) and keep its WACZ;
+        launch_missing() launches them again. Not a failure: no backoff, no attempt used."""
+        for process in crawl.processes.filter(status=ProcessStatus.RUNNING):
+            self.launcher.remove(self.launcher.ref_of(process))
+            kept = self.collect_wacz(crawl, process, now)
+            if kept is not None:
+                self.forget_archived(crawl, process, kept)
+            Process.objects.filter(pk=process.pk).update(
+                status=ProcessStatus.EXITED, exit_reason=ExitReason.REMOVED, ended_at=now, retry_at=None)
 
     def redis_down(self, crawl: Crawl, held: Held, now: dt.datetime, exc: Exception) -> None:
         if held.redis_down_since is None:
@@ -954,14 +1002,19 @@ class Runner:
         if outcome.status == S.PAUSED:
             self.remove_instances(crawl)
             quotas.count_crawl_time(crawl, now)
-            if crawl.mark_paused(held.token, now):
+            self.record_size(crawl, held, now)
+            reason = held.pause_reason or (crawl.waiting_reason
+                                           if crawl.waiting_reason.startswith(DISK_PAUSE) else "")
+            if crawl.mark_paused(held.token, now, reason):
                 self.event(f"crawl {crawl.short_id}: paused")
             self.held.pop(crawl.pk, None)
             return
         db = crawl.redis_db
-        self.drain_rest(crawl, now)
+        self.read_rest(crawl, held, now)
         self.remove_instances(crawl)
         quotas.count_crawl_time(crawl, now)
+        if crawl.config_override:
+            self.settle_retried_pages(crawl, held, now)
         if outcome.status == S.CANCELED:
             self.delete_files(crawl)
         elif files := held_files_bytes(crawl):
@@ -975,6 +1028,13 @@ class Runner:
         self.clean_up(crawl, db)
         self.event(f"crawl {crawl.short_id}: {outcome.status} pages={crawl.pages_done}/{crawl.pages_found}"
                    + (f" ({outcome.error})" if outcome.error else ""))
+
+    def record_size(self, crawl: Crawl, held: Held, now: dt.datetime) -> None:
+        """size_bytes once no instance runs: kept files plus what is left in progress."""
+        with contextlib.suppress(redis.RedisError):
+            size = held_files_bytes(crawl) + self.store.size(crawl.redis_db, crawl.pk)
+            if size != crawl.size_bytes:
+                self.save(crawl, held, now, size_bytes=size)
 
     def fail(self, crawl: Crawl, token: int, error: str, now: dt.datetime) -> None:
         """End a crawl as failed with `error`, whatever its instances are doing."""
@@ -1003,6 +1063,14 @@ class Runner:
                 seconds=self.settings.pause_limit))
         self.held.pop(crawl.pk, None)
         return True
+
+    def read_rest(self, crawl: Crawl, held: Held, now: dt.datetime) -> None:
+        """The last counters, pages, failed pages and error lines the crawlers wrote."""
+        for _ in range(10_000):
+            progress = self.store.read(crawl.redis_db, crawl.pk, failed_offset=self.failed_read(crawl, held))
+            self.record_progress(crawl, held, progress, now)
+            if not progress.more:
+                return
 
     def drain_rest(self, crawl: Crawl, now: dt.datetime) -> None:
         for _ in range(10_000):

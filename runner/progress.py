@@ -107,6 +107,10 @@ class ProgressStore:
     def stop_one(self, db: int, crawl_id: str, hostname: str) -> None:
         self.client(db).hset(f"{crawl_id}:stopone", hostname, "1")
 
+    def size(self, db: int, crawl_id: str) -> int:
+        """Bytes the crawl's instances hold in their archive/ folders, all together."""
+        return sum(int(v) for v in self.client(db).hvals(f"{crawl_id}:size") if str(v).isdigit())
+
     def set_size(self, db: int, crawl_id: str, hostname: str, size: int) -> None:
         """What an exited instance has left in archive/ (its kept WACZ holds the rest)."""
         self.client(db).hset(f"{crawl_id}:size", hostname, size)
