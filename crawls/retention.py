@@ -51,6 +51,7 @@ def purge(crawl: Crawl, now: dt.datetime, settings: conf.Settings) -> bool:
     try:
         for crawl_file in crawl.files.all():
             delete_file(root, crawl_file.path)
+        delete_empty_folder(root, root / "archives" / crawl.id)
         delete_tree(root, settings.crawls_dir / crawl.id)
     except OSError as exc:
         log.error("retention: could not delete the files of crawl %s, keeping it: %s", crawl.short_id, exc)
@@ -85,6 +86,17 @@ def delete_file(root: Path, relative: str) -> None:
         log.warning("retention: leaving %r alone: %s", relative, exc)
         return
     path.unlink(missing_ok=True)
+
+
+def delete_empty_folder(root: Path, folder: Path) -> None:
+    """The crawl's folder of archives, once its files are gone (anything else in it stays)."""
+    try:
+        path = inside(root, folder)
+    except UnsafePath as exc:
+        log.warning("retention: leaving folder %s alone: %s", folder, exc)
+        return
+    if path.is_dir() and not any(path.iterdir()):
+        path.rmdir()
 
 
 def delete_tree(root: Path, folder: Path) -> None:

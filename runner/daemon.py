@@ -88,6 +88,10 @@ CRAWLER_STATE = {
 class CrawlFailed(ArchiverError):
     """The crawl cannot go on (a permanent crawler error, relaunches exhausted...)."""
 
+    def __init__(self, message: str, stop_reason: str = ""):
+        super().__init__(message)
+        self.stop_reason = stop_reason
+
 
 class RunnerBusy(ConfigError):
     """Another runner already works on this data dir."""
@@ -517,7 +521,7 @@ class Runner:
         try:
             return self.supervise(crawl, now, processes, messages)
         except CrawlFailed as exc:
-            self.fail(crawl, held.token, str(exc), now)
+            self.fail(crawl, held.token, str(exc), now, exc.stop_reason)
             return True
         except DatabaseError:
             log.exception("crawl %s: database error; trying again next tick", crawl.short_id)
@@ -885,7 +889,7 @@ class Runner:
         if crawl.is_stalled(now, self.settings.stall_minutes) and crawl.record_stall(held.token, now):
             if crawl.stalls_exhausted:
                 raise CrawlFailed(f"no page was done for {self.settings.stall_minutes:g} minutes, "
-                                  f"{crawl.stalls} times")
+                                  f"{crawl.stalls} times", stop_reason=StopReason.STALLED)
             self.note(crawl, f"stalled: no page done for {self.settings.stall_minutes:g} minutes; "
                              "restarting its crawlers", "warning", now)
             self.restart_instances(crawl, now)
@@ -1036,7 +1040,7 @@ class Runner:
             if size != crawl.size_bytes:
                 self.save(crawl, held, now, size_bytes=size)
 
-    def fail(self, crawl: Crawl, token: int, error: str, now: dt.datetime) -> None:
+    def fail(self, crawl: Crawl, token: int, error: str, now: dt.datetime, stop_reason: str = "") -> None:
         """End a crawl as failed with `error`, whatever its instances are doing."""
         db = crawl.redis_db
         with contextlib.suppress(redis.RedisError):
@@ -1044,7 +1048,7 @@ class Runner:
                 self.drain_rest(crawl, now)
         with contextlib.suppress(LaunchError):
             self.remove_instances(crawl)
-        if crawl.finish(S.FAILED, token, now, stop_reason=crawl.stop_reason, error=error[:2000]):
+        if crawl.finish(S.FAILED, token, now, stop_reason=stop_reason or crawl.stop_reason, error=error[:2000]):
             self.note(crawl, f"failed: {error}", "error", now)
             self.clean_up(crawl, db)
         self.held.pop(crawl.pk, None)

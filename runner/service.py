@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from archiver.conf import Settings
+from crawls import admission
 from crawls.models import Crawl
 from runner.daemon import Runner, acquire_runner_lock
 from runner.launchers import make_launcher
@@ -14,6 +18,10 @@ from runner.progress import ProgressStore
 from runner.redis_server import EmbeddedRedis, connect
 
 log = logging.getLogger(__name__)
+
+# Test only: names a file holding a disk use in percent that the runner believes instead of
+# the real one, so an integration test can fill and free the disk of a running daemon.
+TEST_DISK_FILE = "ARCHIVER_TEST_DISK_USED_FILE"
 
 
 @dataclass
@@ -51,7 +59,8 @@ def build_runner(settings: Settings) -> RunnerService:
     lock = acquire_runner_lock(settings)  # before touching the embedded Redis
     try:
         endpoint, embedded = connect(settings)
-        runner = Runner(settings, make_launcher(settings), ProgressStore(endpoint), lock_file=lock)
+        runner = Runner(settings, make_launcher(settings), ProgressStore(endpoint), lock_file=lock,
+                        host_usage=simulated_disk(settings))
     except BaseException:
         lock.close()
         raise
@@ -59,3 +68,26 @@ def build_runner(settings: Settings) -> RunnerService:
     if embedded is not None:
         service.runner.on_redis_down = service.restart_redis
     return service
+
+
+def simulated_disk(settings: Settings, environ=os.environ) -> Callable[[], admission.HostUsage] | None:
+    """The host usage with the disk use read from the file ARCHIVER_TEST_DISK_USED_FILE names
+    (a test hook; None when unset). A missing or unreadable file means the real disk."""
+    name = environ.get(TEST_DISK_FILE)
+    if not name:
+        return None
+    path = Path(name)
+    log.warning("%s is set: disk use is read from %s (a test hook, not for production)",
+                TEST_DISK_FILE, path)
+
+    def usage() -> admission.HostUsage:
+        real = admission.read_host_usage(settings.data_dir)
+        try:
+            percent = min(max(float(path.read_text().strip()), 0.0), 100.0)
+        except (OSError, ValueError):
+            return real
+        used = round(percent * 1000)
+        return admission.HostUsage(disk_used=used, disk_free=100_000 - used,
+                                   memory_available=real.memory_available)
+
+    return usage

@@ -81,8 +81,9 @@ def make_runner(settings, store):
     made = []
 
     def make(launcher=None, settings: Settings = settings, clock=None, **options) -> Runner:
+        options.setdefault("host_check", no_host_limit)
         runner = Runner(settings, launcher or LocalLauncher(settings), store,
-                        host_check=no_host_limit, clock=clock or (lambda: T0), **options)
+                        clock=clock or (lambda: T0), **options)
         runner.register(runner.clock())
         made.append(runner)
         return runner
