@@ -721,7 +721,7 @@ class Runner:
         held = self.held[crawl.pk]
         live = 0
         engine_down = exited = False
-        count_now = held.counted_at is None or (now - held.counted_at).total_seconds() >= COUNT_EVERY
+        count_now = held.counted_at is None or (now - held.counted_at).total_seconds() >= self.count_every
         for process in processes:
             if process.started_at is None:
                 live += 1  # a pending (re)launch
@@ -1010,7 +1010,8 @@ class Runner:
             reason = held.pause_reason or (crawl.waiting_reason
                                            if crawl.waiting_reason.startswith(DISK_PAUSE) else "")
             if crawl.mark_paused(held.token, now, reason):
-                self.event(f"crawl {crawl.short_id}: paused")
+                self.event(f"crawl {crawl.short_id}: paused" + (f" ({reason})" if reason else ""))
+                self.slot_freed(crawl)
             self.held.pop(crawl.pk, None)
             return
         db = crawl.redis_db
@@ -1102,6 +1103,14 @@ class Runner:
                 log.warning("crawl %s: could not flush Redis db %s (%s); it is flushed when reused",
                             crawl.short_id, db, type(exc).__name__)
         shutil.rmtree(self.settings.crawls_dir / crawl.pk, ignore_errors=True)
+        self.slot_freed(crawl)
+
+    def slot_freed(self, crawl: Crawl) -> None:
+        """A crawl of this org stopped running: its oldest waiting crawl may start now, not
+        after the org retry delay (unleased ones only; the claim keeps the age order)."""
+        if crawl.org.max_concurrent_crawls is not None:
+            Crawl.objects.filter(org_id=crawl.org_id, status=S.WAITING_ORG_LIMIT, lease_owner="").update(
+                retry_at=self.clock())
 
     # --- the loop --------------------------------------------------------------------------
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
+import zipfile
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -62,3 +64,42 @@ def processes_mentioning(text: str) -> list[int]:
         if text.encode() in cmdline and state != "Z":
             found.append(int(entry.name))
     return found
+
+
+def wacz_responses(path: Path) -> list[str]:
+    """The target URI of every response record in the WARCs a WACZ holds."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    urls = []
+    with zipfile.ZipFile(path) as wacz:
+        for name in wacz.namelist():
+            if name.startswith("archive/") and ".warc" in name:
+                with wacz.open(name) as stream:
+                    urls += [record.rec_headers.get_header("WARC-Target-URI")
+                             for record in ArchiveIterator(stream) if record.rec_type == "response"]
+    return urls
+
+
+def wacz_pages(path: Path) -> list[str]:
+    """The page URLs listed in a WACZ's pages/*.jsonl (header lines left out)."""
+    urls = []
+    with zipfile.ZipFile(path) as wacz:
+        for name in wacz.namelist():
+            if name.startswith("pages/") and name.endswith(".jsonl"):
+                lines = wacz.read(name).decode().splitlines()
+                urls += [json.loads(line)["url"] for line in lines if '"url"' in line]
+    return urls
+
+
+def assert_disjoint_archives(paths: list[Path], pages: set[str]) -> None:
+    """Each page's response is in exactly one of the WACZ files, and listed in that one only."""
+    seen: list[str] = []
+    for path in paths:
+        responses, listed = wacz_responses(path), wacz_pages(path)
+        assert responses, f"{path.name} holds no response"
+        assert len(responses) == len(set(responses)), f"{path.name} repeats a response"
+        assert set(listed) <= set(responses), f"{path.name} lists pages it does not hold"
+        seen += responses
+    duplicates = {url for url in seen if seen.count(url) > 1}
+    assert not duplicates, f"in more than one archive: {sorted(duplicates)[:5]}"
+    assert pages <= set(seen), f"never archived: {sorted(pages - set(seen))[:5]}"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner.helpers import processes_mentioning, sha256, slow_site
+from tests.runner.helpers import assert_disjoint_archives, processes_mentioning, sha256, slow_site
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,8 +55,17 @@ class Installation:
             return db.execute(sql, params).fetchall()
 
     def crawl(self, crawl_id: str) -> dict:
-        (row,) = self.query("SELECT status, pages_done, error FROM crawls_crawl WHERE id = ?", crawl_id)
-        return {"status": row[0], "pages_done": row[1], "error": row[2]}
+        (row,) = self.query("SELECT status, pages_done, error, waiting_reason, size_bytes "
+                            "FROM crawls_crawl WHERE id = ?", crawl_id)
+        return dict(zip(("status", "pages_done", "error", "waiting_reason", "size_bytes"), row, strict=True))
+
+    def files(self, crawl_id: str) -> list[tuple[Path, int]]:
+        rows = self.query("SELECT path, size FROM crawls_crawlfile WHERE crawl_id = ? ORDER BY id", crawl_id)
+        return [(self.data_dir / path, size) for path, size in rows]
+
+    def stop_daemon(self, daemon: subprocess.Popen) -> int:
+        daemon.send_signal(signal.SIGTERM)
+        return daemon.wait(timeout=30)
 
     def wait(self, crawl_id: str, until, timeout: float = 60) -> dict:
         deadline = time.monotonic() + timeout
@@ -193,3 +202,71 @@ def test_the_daemon_restarts_its_embedded_redis_when_it_dies_and_the_crawl_ends_
     assert installation.daemons[0].poll() is None  # the daemon stayed up
     log = (installation.data_dir / "daemon-0.log").read_text()
     assert "Redis does not answer" in log and before["password"] not in log
+
+
+def gen_pages(site) -> set[str]:
+    return {path for path in site.routes if path.startswith("/gen/") and path.endswith(("/", ".html"))}
+
+
+def test_pause_then_a_daemon_restart_then_resume_archives_each_page_once(installation):
+    with slow_site(pages=20, delay=0.1) as site:
+        first = installation.start_daemon()
+        crawl_id = installation.manage("add", site.url).strip()
+        installation.wait(crawl_id, lambda c: c["pages_done"] >= 3, timeout=30)
+        installation.manage("pause", crawl_id)
+        installation.wait(crawl_id, lambda c: c["status"] == "paused")
+        assert installation.stop_daemon(first) == 0
+
+        installation.start_daemon()
+        installation.manage("resume", crawl_id)
+        state = installation.wait(crawl_id, lambda c: c["status"] == "complete")
+        requests = dict(site.requests)
+    pages = gen_pages(site)
+    assert state["pages_done"] == len(pages) == 21
+    assert {path: requests[path] for path in pages if requests[path] != 1} == {}  # each fetched once
+    files = installation.files(crawl_id)
+    assert len(files) == 2
+    assert_disjoint_archives([path for path, _ in files], {site.root + path for path in pages})
+    assert state["size_bytes"] == sum(size for _, size in files)
+
+
+def test_a_due_schedule_queues_exactly_one_crawl(installation):
+    with slow_site(pages=2, delay=0.01) as site:
+        out = installation.manage("schedule", "add", "* * * * *", site.url)
+        schedule_id = int(out.split()[1].rstrip(":"))
+        installation.start_daemon()
+        # Due now instead of at the next minute.
+        installation.query("UPDATE crawls_schedule SET retry_at = '2000-01-01 00:00:00' WHERE id = ?", schedule_id)
+        deadline = time.monotonic() + 30
+        while not installation.query("SELECT id FROM crawls_crawl") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        ((crawl_id,),) = installation.query("SELECT id FROM crawls_crawl WHERE schedule_id = ?", schedule_id)
+        state = installation.wait(crawl_id, lambda c: c["status"] == "complete")
+        time.sleep(1)  # more ticks: the slot is not fired again
+    assert state["pages_done"] == 3
+    assert installation.query("SELECT count(*) FROM crawls_crawl") == [(1,)]
+    ((retry_at, last_crawl),) = installation.query(
+        "SELECT retry_at, last_crawl_id FROM crawls_schedule WHERE id = ?", schedule_id)
+    assert last_crawl == crawl_id and retry_at > "2001"
+
+
+def test_a_full_disk_pauses_the_daemons_crawls_and_space_returning_resumes_them(installation):
+    disk = installation.data_dir / "disk-used-percent"
+    installation.env["ARCHIVER_TEST_DISK_USED_FILE"] = str(disk)
+    with slow_site(pages=20, delay=0.1) as site:
+        installation.start_daemon()
+        crawl_id = installation.manage("add", site.url).strip()
+        installation.wait(crawl_id, lambda c: c["pages_done"] >= 3, timeout=30)
+        disk.write_text("95")
+        paused = installation.wait(crawl_id, lambda c: c["status"] == "paused")
+        assert paused["waiting_reason"] == "paused: disk 95 % full (limit 90 %)"
+        waiting_id = installation.manage("add", site.url).strip()
+        waiting = installation.wait(waiting_id, lambda c: c["status"] == "waiting_capacity")
+        assert waiting["waiting_reason"] == "waiting: disk 95 % full (limit 90 %)"
+
+        disk.write_text("40")
+        first = installation.wait(crawl_id, lambda c: c["status"] == "complete")
+        second = installation.wait(waiting_id, lambda c: c["status"] == "complete")
+    assert first["pages_done"] == second["pages_done"] == 21
+    assert first["waiting_reason"] == ""
+    assert len(installation.files(crawl_id)) == 2
