@@ -16,7 +16,14 @@ from django.core.management import call_command
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, Org, SnapshotStatus
 from tests.conftest import free_port
-from tests.runner.helpers import assert_disjoint_archives, drive, is_final, slow_site, status_of, wacz_responses
+from tests.runner.helpers import (
+    assert_disjoint_archives,
+    drive,
+    is_final,
+    slow_site,
+    status_of,
+    wacz_responses,
+)
 
 S = CrawlStatus
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
