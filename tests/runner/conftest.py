@@ -96,3 +96,19 @@ def make_runner(settings, store):
         if isinstance(runner.launcher, LocalLauncher):
             for instance in runner.launcher.list():
                 runner.launcher.remove(instance.ref)
+
+
+@pytest.fixture
+def docker_settings(settings, crawler_image):
+    return settings.model_copy(update={"launcher": "docker", "crawler_image": crawler_image})
+
+
+@pytest.fixture
+def no_leftover_containers(docker_client, docker_settings):
+    """Whatever happens in the test, no container of its installation is left."""
+    from runner.launchers import install_id
+
+    yield
+    label = f"archiver.install={install_id(docker_settings)}"
+    for container in docker_client.containers.list(all=True, filters={"label": label}):
+        container.remove(force=True)

@@ -103,3 +103,11 @@ def assert_disjoint_archives(paths: list[Path], pages: set[str]) -> None:
     duplicates = {url for url in seen if seen.count(url) > 1}
     assert not duplicates, f"in more than one archive: {sorted(duplicates)[:5]}"
     assert pages <= set(seen), f"never archived: {sorted(pages - set(seen))[:5]}"
+
+
+def our_containers(docker_client, settings) -> list:
+    """The containers of the installation `settings` name (running or not)."""
+    from runner.launchers import install_id
+
+    label = f"archiver.install={install_id(settings)}"
+    return docker_client.containers.list(all=True, filters={"label": label})

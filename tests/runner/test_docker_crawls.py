@@ -12,30 +12,12 @@ import pytest
 
 from crawls.lease import db_now
 from crawls.models import CrawlStatus, ProcessStatus
-from runner.launchers import DockerLauncher, install_id
-from tests.runner.helpers import drive, is_final, sha256, status_of
+from runner.launchers import DockerLauncher
+from tests.runner.helpers import drive, is_final, our_containers, sha256, status_of
 from tests.sitegen import serve_site
 
 S = CrawlStatus
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.slow]
-
-
-@pytest.fixture
-def docker_settings(settings, crawler_image):
-    return settings.model_copy(update={"launcher": "docker", "crawler_image": crawler_image})
-
-
-@pytest.fixture
-def no_leftover_containers(docker_client, docker_settings):
-    yield
-    label = f"archiver.install={install_id(docker_settings)}"
-    for container in docker_client.containers.list(all=True, filters={"label": label}):
-        container.remove(force=True)
-
-
-def our_containers(docker_client, settings) -> list:
-    label = f"archiver.install={install_id(settings)}"
-    return docker_client.containers.list(all=True, filters={"label": label})
 
 
 def test_a_crawl_in_a_container_completes_with_a_verified_wacz(
