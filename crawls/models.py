@@ -460,6 +460,12 @@ class Crawl(Leased):
                             paused_at=now, intent="", waiting_reason="",
                             retry_at=now + dt.timedelta(seconds=limit), lease_owner=""):
             return
+        # Paused by the runner for a full disk: from now on paused by a person, so it is
+        # not resumed on its own when space returns.
+        if Crawl.objects.filter(pk=self.pk, status=S.PAUSED, waiting_reason__startswith="paused: ").update(
+                waiting_reason="", updated_at=now):
+            self.waiting_reason = ""
+            return
         if not Crawl.objects.filter(pk=self.pk, status__in=S.RUNNING_STATES).update(intent=Intent.PAUSE):
             raise self._refuse("pause")
         self.intent = Intent.PAUSE

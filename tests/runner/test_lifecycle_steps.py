@@ -152,6 +152,25 @@ def test_a_full_disk_pauses_running_crawls_and_space_returning_resumes_only_them
     assert by_user.status == S.PAUSED and by_user.waiting_reason == ""
 
 
+def test_a_person_pausing_a_crawl_paused_for_the_disk_keeps_it_paused(make_runner, make_crawl, fake, store):
+    disk = Disk()
+    runner = make_runner(fake, disk_check=disk)
+    crawl = make_crawl()
+    runner.tick(T0)
+    disk.reason = DISK_FULL
+    runner.tick(later(1))
+    end_instance(fake, store, crawl, 0, "interrupted")
+    runner.tick(later(2))
+    crawl.refresh_from_db()
+    assert crawl.status == S.PAUSED and crawl.waiting_reason.startswith("paused: disk")
+
+    crawl.pause(later(3))
+    disk.reason = None
+    runner.tick(later(4))
+    crawl.refresh_from_db()
+    assert crawl.status == S.PAUSED and crawl.waiting_reason == ""
+
+
 def test_new_crawls_wait_while_the_disk_is_full(make_runner, make_crawl, fake):
     from crawls.admission import HostUsage
 
