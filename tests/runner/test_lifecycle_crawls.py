@@ -170,3 +170,18 @@ def test_a_full_disk_pauses_the_running_crawl_and_it_resumes_when_space_returns(
     assert len(paths) == 2
     assert_disjoint_archives(paths, {site.url})
     assert crawl.size_bytes == sum(crawl.files.values_list("size", flat=True))
+
+
+def test_an_exclusion_added_while_the_crawl_runs_drops_the_queued_pages_it_matches(make_runner, make_crawl):
+    with slow_site(pages=30, delay=0.1) as site:
+        crawl = make_crawl(site.url)
+        runner = make_runner(clock=db_now)
+        wait_for_pages(runner, crawl, 4)  # p21..p30 are queued once p2 is done
+        call_command("exclude", crawl.pk, r"/gen/p(2[1-9]|30)\.html", stdout=io.StringIO())
+        drive(runner, is_final(crawl))
+        fetched = set(site.requests)
+
+    crawl.refresh_from_db()
+    assert crawl.status == S.COMPLETE, crawl.error
+    assert not {f"/gen/p{i}.html" for i in range(21, 31)} & fetched
+    assert crawl.pages_done == 21 and crawl.messages.get().sent_at is not None
