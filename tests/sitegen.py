@@ -8,10 +8,13 @@
     with serve_site(pages=2000) as site:  # plus /gen/: 2,000 linked pages (seed site.url)
 
 `Site` attributes: `url` (the seed), `root` (the origin, no trailing slash), `requests`
-(a Counter of paths served, thread-safe to read), `external_url` (a localhost URL on a port
-where nothing listens: "external" and never reachable), `requisites` (URLs of the fixed site's
-images, CSS, JS and icons), `expected_pages(scope, depth=-1, robots=False)` (page URLs a
-crawl should record, for scope "page", "prefix" or "host"), `reset_counts()`.
+(a Counter of paths served, thread-safe to read), `agents` (a Counter of User-Agent headers),
+`external_url` (a localhost URL on a port where nothing listens: "external" and never
+reachable), `requisites` (URLs of the fixed site's images, CSS, JS and icons),
+`expected_pages(scope, depth=-1, robots=False)` (page URLs a crawl should record, for scope
+"page", "prefix" or "host"), `reset_counts()`, and `hold()`/`release()`: while held, requests
+wait (up to 30 s) before being answered, so a test can line crawlers up without timing.
+`serve_site(latency=S)` delays every response by S seconds (a remote server's round trip).
 
 The fixed site (depth from /site/):
   0 /site/            links to everything at depth 1, plus /other/page.html and external_url
@@ -142,15 +145,30 @@ class Site:
         self.routes = routes
         self.requisites = {self.root + p for p in REQUISITES}
         self.requests: Counter[str] = Counter()
+        self.agents: Counter[str] = Counter()
+        self.latency = 0.0
         self._lock = threading.Lock()
+        self._open = threading.Event()
+        self._open.set()
 
-    def count(self, path: str) -> None:
+    def count(self, path: str, agent: str) -> None:
         with self._lock:
             self.requests[path] += 1
+            self.agents[agent] += 1
 
     def reset_counts(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.agents.clear()
+
+    def hold(self) -> None:
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
+    def wait_until_open(self) -> None:
+        self._open.wait(timeout=30)
 
     def expected_pages(self, scope: str = "prefix", depth: int = -1,
                        robots: bool = False) -> set[str]:
@@ -171,11 +189,12 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             path = self.path.split("?", 1)[0]
-            site.count(path)
+            site.count(path, self.headers.get("User-Agent", ""))
+            site.wait_until_open()
             response = site.routes.get(path) or Response(status=404, body=b"not found",
                                                          content_type="text/plain")
-            if response.delay:
-                time.sleep(response.delay)
+            if response.delay or site.latency:
+                time.sleep(response.delay + site.latency)
             body = response.body
             use_gzip = response.gzip and "gzip" in self.headers.get("Accept-Encoding", "")
             if use_gzip:
@@ -197,7 +216,8 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serve_site(pages: int | None = None, slow_delay: float = 0.3) -> Iterator[Site]:
+def serve_site(pages: int | None = None, slow_delay: float = 0.3,
+               latency: float = 0.0) -> Iterator[Site]:
     """Serve the fixed site (or, with `pages`, also /gen/ with that many pages) until exit."""
     external_url = f"http://localhost:{free_port()}/external.html"
     routes = fixed_site(external_url, slow_delay)
@@ -206,12 +226,14 @@ def serve_site(pages: int | None = None, slow_delay: float = 0.3) -> Iterator[Si
     server = ThreadingHTTPServer(("127.0.0.1", 0), None)
     server.daemon_threads = True
     site = Site(server.server_address[1], external_url, routes, "/gen/" if pages else "/site/")
+    site.latency = latency
     server.RequestHandlerClass = _handler(site)
     thread = threading.Thread(target=server.serve_forever, name="sitegen", daemon=True)
     thread.start()
     try:
         yield site
     finally:
+        site.release()
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

@@ -1,35 +1,49 @@
-"""Entry point: parse options, set up logs, run one crawler instance, map the outcome to an exit code."""
+"""Entry point: parse options, set up logs, run one crawler instance, map the outcome to an exit code.
+
+Every wait here is bounded: the event loop is torn down with a deadline for stray tasks, and
+the process exits even if a thread (a DNS lookup, a packaging thread) is still running.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import os
 import sys
+import threading
 import time
+import traceback
 from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
 
 from archiver_crawler.config import CrawlConfig, parse_args
 from archiver_crawler.crawl import Crawler, iso_now
-from archiver_crawler.errors import ConfigError, CrawlerError, ExitCode
+from archiver_crawler.errors import ConfigError, CrawlerError, ExitCode, RedisUnavailable
 from archiver_crawler.fetch import Fetcher
 from archiver_crawler.state import CrawlState
 
 logger = logging.getLogger("archiver_crawler")
+
+SHUTDOWN_GRACE = 5.0  # seconds for each teardown step (tasks, connections, threads)
+HEALTH_READ_TIMEOUT = 5.0
 
 
 class JsonLogFormatter(logging.Formatter):
     """The real crawler's log line shape: timestamp, logLevel, context, message, details."""
 
     def format(self, record: logging.LogRecord) -> str:
+        details = dict(getattr(record, "details", {}))
+        if record.exc_info and record.exc_info[1] is not None:
+            details["type"] = type(record.exc_info[1]).__name__
+            details["stack"] = "".join(traceback.format_exception(*record.exc_info))[-2000:]
         return json.dumps({
             "timestamp": iso_now(),
             "logLevel": record.levelname.lower(),
             "context": getattr(record, "context", "general"),
             "message": record.getMessage(),
-            "details": getattr(record, "details", {}),
+            "details": details,
         })
 
 
@@ -55,26 +69,43 @@ def setup_logging(config: CrawlConfig) -> RedisErrorBuffer:
     stderr = logging.StreamHandler(sys.stderr)
     stderr.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(stderr)
-    logs = config.collection_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
-    file_handler = logging.FileHandler(logs / f"crawl-{stamp}-{config.instance_id}.log",
-                                       encoding="utf-8")
-    file_handler.setFormatter(JsonLogFormatter())
-    root.addHandler(file_handler)
+    logs = config.collection_dir / "logs"
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+        file_handler = logging.FileHandler(logs / f"crawl-{stamp}-{config.instance_id}.log",
+                                           encoding="utf-8")
+    except OSError as exc:
+        # Not fatal here: the first write to the collection fails the same way, and that
+        # error then reaches `<id>:e` too.
+        logger.error("cannot write the log file in %s: %s", logs, exc)
+    else:
+        file_handler.setFormatter(JsonLogFormatter())
+        root.addHandler(file_handler)
     buffer = RedisErrorBuffer()
     root.addHandler(buffer)
     return buffer
 
 
-async def _health_server(port: int):
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readline()
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nOK")
-        await writer.drain()
+async def _health_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        async with asyncio.timeout(HEALTH_READ_TIMEOUT):
+            await reader.readline()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nOK")
+            await writer.drain()
+    except (TimeoutError, OSError):
+        pass  # a prober that hangs up or stays silent gets nothing; the crawl is unaffected
+    finally:
         writer.close()
 
-    return await asyncio.start_server(answer, "0.0.0.0", port)
+
+async def _health_server(port: int) -> asyncio.Server | None:
+    try:
+        return await asyncio.start_server(_health_answer, "0.0.0.0", port)
+    except OSError as exc:
+        # The health check is an aid to an orchestrator, not part of the crawl.
+        logger.error("health check port %d unavailable (%s); running without it", port, exc)
+        return None
 
 
 async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = None,
@@ -84,30 +115,47 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
     fetcher = Fetcher(config.user_agent, config.page_load_timeout, config.workers,
                       config.host_delay)
     health = await _health_server(config.health_check_port) if config.health_check_port else None
-    crawler = Crawler(config, state, fetcher, started=started)
-    flusher = asyncio.create_task(_flush_errors(state, errors)) if errors else None
+    flushing = asyncio.Event()
+    flusher = asyncio.create_task(_flush_errors(state, errors, flushing)) if errors else None
     try:
-        return await crawler.run()
+        return await Crawler(config, state, fetcher, started=started).run()
     except CrawlerError as exc:
         # Only a permanent error fails the instance; others mean "launch me again".
         permanent = exc.exit_code == ExitCode.INVALID_CONFIG
         await _set_status_quietly(state, "failed" if permanent else "interrupted")
         raise
+    except RedisError as exc:
+        raise RedisUnavailable(f"Redis failed: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - the instance's boundary: said clearly, exit 1
+        logger.error("unexpected error, exiting 1: %s: %s", type(exc).__name__, exc,
+                     exc_info=True)
+        await _set_status_quietly(state, "interrupted")
+        return ExitCode.GENERIC_ERROR
     finally:
         if flusher:
-            flusher.cancel()
-            await asyncio.gather(flusher, return_exceptions=True)
+            flushing.set()
+            await asyncio.wait([flusher], timeout=SHUTDOWN_GRACE)
             await _push_errors(state, errors)
         if health:
             health.close()
-        await fetcher.close()
-        await state.close()
+        await _close_quietly(fetcher.close(), "HTTP session")
+        await _close_quietly(state.close(), "Redis connection")
 
 
-async def _flush_errors(state: CrawlState, errors: RedisErrorBuffer) -> None:
-    while True:
-        await asyncio.sleep(1)
-        await _push_errors(state, errors)
+async def _close_quietly(closing, what: str) -> None:
+    try:
+        await asyncio.wait_for(closing, SHUTDOWN_GRACE)
+    except (TimeoutError, OSError, RedisError) as exc:
+        logger.warning("closing the %s failed: %s", what, type(exc).__name__)
+
+
+async def _flush_errors(state: CrawlState, errors: RedisErrorBuffer,
+                        stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), 1.0)
+        except TimeoutError:
+            await _push_errors(state, errors)
 
 
 async def _push_errors(state: CrawlState, errors: RedisErrorBuffer) -> None:
@@ -125,6 +173,72 @@ async def _set_status_quietly(state: CrawlState, status: str) -> None:
         logger.warning("could not set status %s in Redis", status)
 
 
+def run_bounded(coro) -> ExitCode:
+    """asyncio.run(), except that no teardown step waits forever: tasks that ignore their
+    cancellation and executor threads (a stuck DNS lookup) are left behind."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            _cancel_leftovers(loop)
+            loop.run_until_complete(asyncio.wait([loop.create_task(loop.shutdown_asyncgens())],
+                                                 timeout=SHUTDOWN_GRACE))
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()  # shuts the default executor down without waiting for its threads
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    _, pending = loop.run_until_complete(asyncio.wait(tasks, timeout=SHUTDOWN_GRACE))
+    if pending:
+        logger.warning("%d task(s) ignored their cancellation; exiting without them",
+                       len(pending))
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            logger.warning("a task ended with %s during shutdown", type(task.exception()).__name__)
+
+
+def exit_code_of(config: CrawlConfig, errors: RedisErrorBuffer, started: float) -> int:
+    try:
+        return int(run_bounded(run_instance(
+            config, errors if config.log_errors_to_redis else None, started)))
+    except CrawlerError as exc:
+        logger.error("%s", exc)
+        return int(exc.exit_code)
+    except (RedisError, ConnectionError) as exc:
+        logger.error("Redis failed: %s", type(exc).__name__)
+        return int(ExitCode.REDIS_UNAVAILABLE)
+    except KeyboardInterrupt:
+        return int(ExitCode.FORCED_INTERRUPT)
+    except Exception as exc:  # noqa: BLE001 - the process's boundary: said clearly, exit 1
+        logger.error("unexpected error, exiting 1: %s: %s", type(exc).__name__, exc,
+                     exc_info=True)
+        return int(ExitCode.GENERIC_ERROR)
+
+
+def _leave(code: int) -> int:
+    """Return `code`, or exit with it at once when a thread would keep the process alive."""
+    deadline = time.monotonic() + SHUTDOWN_GRACE
+    others = [t for t in threading.enumerate()
+              if t is not threading.main_thread() and not t.daemon]
+    for thread in others:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    stuck = [t.name for t in others if t.is_alive()]
+    if stuck:
+        logger.warning("exiting with %d thread(s) still running: %s", len(stuck),
+                       ", ".join(stuck))
+        logging.shutdown()
+        os._exit(code)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
@@ -135,14 +249,4 @@ def main(argv: list[str] | None = None) -> int:
     errors = setup_logging(config)
     logger.info("crawl %s, instance %s, collection %s, %d worker(s)", config.crawl_id,
                 config.instance_id, config.collection, config.workers)
-    try:
-        return int(asyncio.run(run_instance(
-            config, errors if config.log_errors_to_redis else None, started)))
-    except CrawlerError as exc:
-        logger.error("%s", exc)
-        return int(exc.exit_code)
-    except (RedisError, ConnectionError) as exc:
-        logger.error("Redis failed: %s", type(exc).__name__)
-        return int(ExitCode.REDIS_UNAVAILABLE)
-    except KeyboardInterrupt:
-        return int(ExitCode.FORCED_INTERRUPT)
+    return _leave(exit_code_of(config, errors, started))

@@ -18,7 +18,7 @@ import signal
 import time
 import uuid
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urljoin
 
@@ -29,7 +29,7 @@ from archiver_crawler.errors import CrawlerError, ExitCode, RedisUnavailable
 from archiver_crawler.fetch import Fetched, Fetcher, FetchError
 from archiver_crawler.links import extract_css, extract_html
 from archiver_crawler.scope import Seed, normalize_url
-from archiver_crawler.state import CrawlState, Outcome, QueueEntry
+from archiver_crawler.state import CrawlState, Outcome, QueueEntry, Settled
 from archiver_crawler.wacz import build_wacz, warc_files
 from archiver_crawler.warc import WarcFile, safe_instance_id, warc_date, warc_instance
 
@@ -40,6 +40,13 @@ REDIRECTS = {301, 302, 303, 307, 308}
 PAGES_HEADER = {"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}
 CONTROL_INTERVAL = 0.25
 IDLE_POLL = 0.2
+# A task told to stop (cancel, forced stop, fatal error) gets this long to end; the instance
+# then goes on without it rather than hang (its page stays ours in `:p`, handed back at exit).
+TASK_GRACE = 10.0
+# Pages of an instance gone for good (see CrawlState.settle) are taken back once claimed
+# this long ago.
+ORPHAN_GRACE = 30.0
+STATUS_LOG_INTERVAL = 30.0
 
 
 class StopReason(enum.Enum):
@@ -81,12 +88,22 @@ class PagesFile:
 
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with open(path, "x", encoding="utf-8") as fh:
-                fh.write(json.dumps(PAGES_HEADER) + "\n")
-        except FileExistsError:
-            pass
+        if not path.exists():
+            self._create_with_header(path)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+
+    @staticmethod
+    def _create_with_header(path: Path) -> None:
+        """The file appears with its header already in it (a hard link of a finished file),
+        so another instance starting at the same moment never appends before the header."""
+        draft = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+        draft.write_text(json.dumps(PAGES_HEADER) + "\n", encoding="utf-8")
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass  # the other instance won; its header is in place
+        finally:
+            draft.unlink()
 
     def append(self, line: str) -> None:
         os.write(self._fd, (line + "\n").encode())
@@ -116,10 +133,13 @@ class Crawler:
         self.pages: PagesFile | None = None
         self.work_added = asyncio.Event()
         self.idle_workers = 0
+        self.pages_crawled = 0
         self.finished = False
         self.fatal: BaseException | None = None
         self._asset_slots = asyncio.Semaphore(config.workers * 2)
         self._tasks: list[asyncio.Task] = []
+        self._cancel_deadline: float | None = None
+        self._waiting_logged_at = 0.0
         self._pending_wait = False
         self._signals = 0
         self._workers_done = False
@@ -128,6 +148,14 @@ class Crawler:
     # lifecycle
 
     async def run(self) -> ExitCode:
+        # From the start: as PID 1 in a container a signal without a handler is ignored.
+        self._install_signal_handlers()
+        try:
+            return await self._run()
+        finally:
+            self._remove_signal_handlers()
+
+    async def _run(self) -> ExitCode:
         if await self.state.get_status() == "done":
             logger.info("instance %s is already done; nothing to do", self.state.instance_id)
             return ExitCode.SUCCESS
@@ -144,34 +172,46 @@ class Crawler:
         await self.queue_seeds()
         if commands.paused:
             return await self.finish(StopReason.PAUSED)
+        if self.stop_reason is not None:  # a signal during start-up
+            return await self.finish(self.stop_reason)
         await self.state.set_status("running")
-        self._install_signal_handlers()
-        try:
-            await self._run_workers()
-            if isinstance(self.fatal, RedisError):
-                raise RedisUnavailable(f"Redis failed: {type(self.fatal).__name__}") from self.fatal
-            if self.fatal is not None:
-                raise self.fatal
-            self._finishing = True
-            return await self.finish(self.stop_reason or StopReason.FINISHED)
-        finally:
-            self._remove_signal_handlers()
+        await self._run_workers()
+        if isinstance(self.fatal, RedisError):
+            raise RedisUnavailable(f"Redis failed: {type(self.fatal).__name__}") from self.fatal
+        if self.fatal is not None:
+            raise self.fatal
+        return await self.finish(self.stop_reason or StopReason.FINISHED)
 
     async def _run_workers(self) -> None:
         control = asyncio.create_task(self._control_loop())
         self._tasks = [asyncio.create_task(self.worker()) for _ in range(self.config.workers)]
         try:
-            await asyncio.gather(*self._tasks)
-        except asyncio.CancelledError:
-            ours = self.fatal is not None or self.stop_reason in (StopReason.CANCELED,
-                                                                   StopReason.FORCED)
-            if not ours:
-                raise
+            await self._wait_for_workers()
         finally:
-            # A flag as well as cancel(): redis-py may absorb a CancelledError mid-command.
+            # A flag as well as cancel(): a CancelledError may be absorbed mid-call.
             self._workers_done = True
             control.cancel()
-            await asyncio.gather(control, return_exceptions=True)
+            await asyncio.wait([control], timeout=TASK_GRACE)
+
+    async def _wait_for_workers(self) -> None:
+        """Until every worker has ended, or those told to stop had TASK_GRACE to do so."""
+        pending = set(self._tasks)
+        while pending:
+            _, pending = await asyncio.wait(pending, timeout=1.0)
+            if not pending or self._cancel_deadline is None:
+                continue
+            if time.monotonic() >= self._cancel_deadline:
+                logger.error("%d worker(s) still running %.0f s after being stopped; going on "
+                             "without them", len(pending), TASK_GRACE)
+                return
+            for task in pending:
+                task.cancel()  # again: the first cancel may have been absorbed mid-call
+
+    def _cancel_workers(self) -> None:
+        if self._cancel_deadline is None:
+            self._cancel_deadline = time.monotonic() + TASK_GRACE
+        for task in self._tasks:
+            task.cancel()
 
     def request_stop(self, reason: StopReason) -> None:
         if self.stop_reason is None or reason in (StopReason.CANCELED, StopReason.FORCED):
@@ -179,18 +219,22 @@ class Crawler:
                 logger.info("stopping: %s", reason.value)
             self.stop_reason = reason
         if reason in (StopReason.CANCELED, StopReason.FORCED):
-            for task in self._tasks:
-                task.cancel()
+            self._cancel_workers()
         self.work_added.set()
 
     def _abort(self, exc: BaseException) -> None:
         """A fatal error in a worker ends the whole instance (e.g. disk full, Redis gone)."""
         if self.fatal is None:
             self.fatal = exc
-        for task in self._tasks:
-            task.cancel()
+        self._cancel_workers()
 
     async def finish(self, reason: StopReason) -> ExitCode:
+        self._finishing = True
+        handed_back = await self.state.requeue_own()
+        if handed_back:
+            # Pages abandoned by a cancel or a forced stop: another instance or a relaunch
+            # takes them, so a scale-down never leaves work behind in `:p`.
+            logger.info("handed back %d unfinished page(s) to the queue", handed_back)
         if self.warc is not None:
             self.warc.close()
         if self.pages is not None:
@@ -228,7 +272,7 @@ class Crawler:
             self.request_stop(StopReason.SIGNAL)
         elif self._finishing:
             # Packaging the WACZ runs in a thread that cannot be cancelled: leave right now;
-            # the relaunch redoes the finishing steps.
+            # the relaunch redoes the finishing steps (and requeues any page left in `:p`).
             logger.warning("second signal while finishing: exiting at once")
             os._exit(ExitCode.FORCED_INTERRUPT)
         else:
@@ -241,33 +285,53 @@ class Crawler:
         try:
             while True:
                 claiming = self.stop_reason is None and not self.finished
-                added, fresh, entry = await self.state.commit(
+                committed = await self.state.commit(
                     outcome, self.config.limit, iso_now() if claiming else None)
+                if outcome is not None and not committed.recorded:
+                    logger.warning("%s was taken back from this instance; its outcome is not "
+                                   "counted here", outcome.url)
                 outcome = None
-                if 0 in added:
+                if 0 in committed.added:
                     self.work_added.set()
                 # The page is settled already; its requisites still go into this WARC.
-                await self.fetch_requisites(fresh)
+                await self.fetch_requisites(committed.fresh)
                 if not claiming:
                     return
+                entry = committed.claimed
                 if entry is None:
                     await self._wait_for_work()
                     continue
                 if self._pending_wait:
                     self._pending_wait = False
                     await self.state.set_status("running")
-                outcome = await self.process(entry)
-        except (CrawlerError, RedisError, OSError) as exc:
+                outcome = await self.process_safely(entry)
+        except Exception as exc:  # noqa: BLE001 - reported as the instance's fatal error
             self._abort(exc)
+
+    async def process_safely(self, entry: QueueEntry) -> Outcome:
+        """`process`, with an unexpected error failing this page rather than the crawl."""
+        try:
+            return await self.process(entry)
+        except (CrawlerError, RedisError, OSError):
+            raise  # the instance's own trouble (disk, Redis): not this page's
+        except Exception as exc:  # noqa: BLE001 - per-page boundary: logged, page failed
+            logger.exception("internal error on %s", entry.url)
+            return self.failed(entry, f"internal error: {type(exc).__name__}: {exc}"[:300])
 
     async def _wait_for_work(self) -> None:
         self.idle_workers += 1
         try:
             if self.idle_workers == self.config.workers:
-                if await self.state.is_finished():
+                settled = await self.state.settle(
+                    warc_date(datetime.now(UTC) - timedelta(seconds=ORPHAN_GRACE)))
+                if settled.requeued:
+                    logger.warning("took back %d page(s) held by instances that are gone",
+                                   settled.requeued)
+                if settled.finished:
                     self.finished = True
                     self.work_added.set()
                     return
+                await self._log_waiting(settled)
                 if not self._pending_wait:
                     self._pending_wait = True
                     await self.state.set_status("pending-wait")
@@ -279,6 +343,18 @@ class Crawler:
                 pass
         finally:
             self.idle_workers -= 1
+
+    async def _log_waiting(self, settled: Settled) -> None:
+        """An idle instance says now and then whom it waits for (else it looks hung)."""
+        now = time.monotonic()
+        if settled.queued or now - self._waiting_logged_at < STATUS_LOG_INTERVAL:
+            return
+        self._waiting_logged_at = now
+        holders = await self.state.holders()
+        logger.info("idle: waiting for %d page(s) in progress elsewhere (%s)",
+                    settled.in_progress,
+                    ", ".join(f"{owner}: {n}" for owner, n in sorted(holders.items())),
+                    extra={"context": "crawlStatus", "details": {"inProgress": holders}})
 
     async def process(self, entry: QueueEntry) -> Outcome:
         """Fetch one page and archive it; its outcome carries the links and requisites."""
@@ -306,6 +382,7 @@ class Crawler:
             "loadState": load_state, "filename": self.warc.name if self.warc else None,
         })
         self._pages_file().append(record)
+        self.pages_crawled += 1
         return Outcome(entry.url, page=record if self.config.write_pages_to_redis else None,
                        links=tuple(links), assets=tuple(requisites))
 
@@ -414,13 +491,19 @@ class Crawler:
 
     async def _control_loop(self) -> None:
         ticks = 0
+        logged_at = time.monotonic()
         while not self._workers_done:
             try:
                 await self.check_controls(check_disk=ticks % 20 == 0)
-            except (RedisError, OSError) as exc:
+            except Exception as exc:  # noqa: BLE001 - reported as the instance's fatal error
                 self._abort(exc)
                 return
             ticks += 1
+            if time.monotonic() - logged_at >= STATUS_LOG_INTERVAL:
+                logged_at = time.monotonic()
+                logger.info("%d page(s) crawled by this instance", self.pages_crawled,
+                            extra={"context": "crawlStatus",
+                                   "details": {"crawled": self.pages_crawled}})
             await asyncio.sleep(CONTROL_INTERVAL)
 
     async def check_controls(self, check_disk: bool = False) -> None:

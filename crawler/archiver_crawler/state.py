@@ -13,6 +13,8 @@ import logging
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import NoScriptError, RedisError
 
 from archiver_crawler.errors import RedisUnavailable
@@ -42,7 +44,10 @@ return out
 # KEYS: q, s, p, d, f, pages, assets
 # ARGV: limit, owner, started ('' = claim nothing), url ('' = no outcome), 'done'|'failed',
 #       record ('' = none), number of links, (url, entry json, score) per link, then requisites
-# -> {per link 0 queued / 1 seen / 2 over limit, per requisite 1 new / 0 known, claimed or ''}
+# -> {per link 0 queued / 1 seen / 2 over limit, per requisite 1 new / 0 known, claimed or '',
+#     1 if the outcome was recorded / 0 if the page was no longer ours}
+# The outcome only counts while `:p` still says this instance holds the page: a page handed
+# back (or taken back from a dead owner) and claimed again is counted once, by its new owner.
 _COMMIT = """
 local limit = tonumber(ARGV[1])
 local added = {}
@@ -63,14 +68,19 @@ local fresh = {}
 for j = i, #ARGV do
   fresh[#fresh + 1] = redis.call('SADD', KEYS[7], ARGV[j])
 end
+local recorded = 0
 if ARGV[4] ~= '' then
-  if ARGV[5] == 'failed' then
-    redis.call('RPUSH', KEYS[5], ARGV[6])
-  else
-    if ARGV[6] ~= '' then redis.call('LPUSH', KEYS[6], ARGV[6]) end
-    redis.call('INCR', KEYS[4])
+  local held = redis.call('HGET', KEYS[3], ARGV[4])
+  if held and cjson.decode(held)['owner'] == ARGV[2] then
+    if ARGV[5] == 'failed' then
+      redis.call('RPUSH', KEYS[5], ARGV[6])
+    else
+      if ARGV[6] ~= '' then redis.call('LPUSH', KEYS[6], ARGV[6]) end
+      redis.call('INCR', KEYS[4])
+    end
+    redis.call('HDEL', KEYS[3], ARGV[4])
+    recorded = 1
   end
-  redis.call('HDEL', KEYS[3], ARGV[4])
 end
 local claimed = ''
 if ARGV[3] ~= '' then
@@ -83,7 +93,7 @@ if ARGV[3] ~= '' then
     claimed = r[1]
   end
 end
-return {added, fresh, claimed}
+return {added, fresh, claimed, recorded}
 """
 
 # KEYS: p, q   ARGV: owner  -> number of entries of that owner put back in the queue
@@ -102,6 +112,40 @@ for i = 1, #all, 2 do
 end
 return n
 """
+
+
+# KEYS: q, p, status   ARGV: cutoff (a claim time, as iso_now() writes them)
+# -> {queued, in progress, requeued}. Only when the queue is empty: pages held by an instance
+# whose status says it is gone for good (done, canceled, failed, or no status: scaled down
+# and forgotten) and claimed before the cutoff go back to the queue. A live instance sets
+# `running` before it claims anything and keeps a non-final status while it holds pages,
+# and its commit ignores a page that is no longer its own.
+_SETTLE = """
+local queued = redis.call('ZCARD', KEYS[1])
+local requeued = 0
+if queued == 0 then
+  local all = redis.call('HGETALL', KEYS[2])
+  for i = 1, #all, 2 do
+    local data = cjson.decode(all[i + 1])
+    local status = data['owner'] and redis.call('HGET', KEYS[3], data['owner'])
+    local gone = not status or status == 'done' or status == 'canceled' or status == 'failed'
+    if gone and (data['started'] or '') < ARGV[1] then
+      redis.call('HDEL', KEYS[2], all[i])
+      data['owner'] = nil
+      data['started'] = nil
+      redis.call('ZADD', KEYS[1], data['depth'] or 0, cjson.encode(data))
+      requeued = requeued + 1
+    end
+  end
+end
+return {queued + requeued, redis.call('HLEN', KEYS[2]), requeued}
+"""
+
+# Redis must answer every call within these bounds (seconds); a silent server is an error
+# (exit 8 and a relaunch), never a hang.
+CONNECT_TIMEOUT = 5
+COMMAND_TIMEOUT = 15
+HEALTH_CHECK_INTERVAL = 10
 
 
 @dataclass(frozen=True)
@@ -129,9 +173,31 @@ class Outcome:
 
     url: str
     page: str | None = None
+    record: str | None = None  # the pages.jsonl line, written once the outcome counted
     failed: str | None = None
     links: tuple[QueueEntry, ...] = ()
     assets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What the worker's call between two pages returned."""
+
+    added: list[int]
+    fresh: list[str]  # requisites this instance now has to fetch
+    claimed: QueueEntry | None
+    recorded: bool  # False: the page was no longer this instance's, its outcome was dropped
+
+
+@dataclass(frozen=True)
+class Settled:
+    queued: int
+    in_progress: int
+    requeued: int
+
+    @property
+    def finished(self) -> bool:
+        return self.queued == 0 and self.in_progress == 0
 
 
 @dataclass(frozen=True)
@@ -154,13 +220,12 @@ class CrawlState:
         self.stopping, self.paused, self.canceled = f"{k}:stopping", f"{k}:paused", f"{k}:canceled"
         self.stopone, self.assets = f"{k}:stopone", f"{k}:assets"
         self.msg = f"{instance_id}:msg"
-        self._requeue = client.register_script(_REQUEUE_OWN)
         self._shas: dict[str, str] = {}
 
     async def load_scripts(self) -> None:
         """Load the hot-path scripts once; pipelines then call them by sha with no extra
         SCRIPT EXISTS round trip (what redis-py's Script objects do in a pipeline)."""
-        for script in (_ADD, _COMMIT):
+        for script in (_ADD, _COMMIT, _SETTLE, _REQUEUE_OWN):
             self._shas[script] = await self.redis.script_load(script)
 
     def _add_command(self, pipe, calls: list, entries: list[QueueEntry], limit: int) -> None:
@@ -186,8 +251,11 @@ class CrawlState:
 
     @classmethod
     async def connect(cls, url: str, crawl_id: str, instance_id: str) -> CrawlState:
-        client = aioredis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=5,
-                                         health_check_interval=30)
+        client = aioredis.Redis.from_url(
+            url, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT,
+            socket_timeout=COMMAND_TIMEOUT, socket_keepalive=True,
+            health_check_interval=HEALTH_CHECK_INTERVAL,
+            retry=Retry(ExponentialBackoff(cap=1.0, base=0.1), 2))
         try:
             await client.ping()
         except (RedisError, OSError) as exc:
@@ -220,16 +288,12 @@ class CrawlState:
                  if new]
         return added, fresh
 
-    async def commit(self, outcome: Outcome | None, limit: int,
-                     now: str | None) -> tuple[list[int], list[str], QueueEntry | None]:
+    async def commit(self, outcome: Outcome | None, limit: int, now: str | None) -> Committed:
         """The worker's one call between two pages, one Lua script: queue the last page's
         links, claim its requisites, record its outcome, and (unless `now` is None) claim the
-        next page. The links are in `:q` before the page leaves `:p`.
-
-        Returns (queueing results, requisites to fetch, next entry).
-        """
+        next page. The links are in `:q` before the page leaves `:p`."""
         if outcome is None and now is None:
-            return [], [], None
+            return Committed([], [], None, False)
         links = outcome.links if outcome else ()
         assets = list(outcome.assets) if outcome else []
         args: list = [limit, self.instance_id, now or ""]
@@ -244,9 +308,10 @@ class CrawlState:
             args += [e.url, e.to_json(), e.depth]
         args += assets
         keys = [self.q, self.s, self.p, self.d, self.f, self.pages, self.assets]
-        added, new_assets, claimed = await self._script(_COMMIT, keys, args)
+        added, new_assets, claimed, recorded = await self._script(_COMMIT, keys, args)
         fresh = [url for url, new in zip(assets, new_assets, strict=True) if new]
-        return [int(a) for a in added], fresh, QueueEntry.from_json(claimed) if claimed else None
+        return Committed([int(a) for a in added], fresh,
+                         QueueEntry.from_json(claimed) if claimed else None, bool(recorded))
 
     async def _script(self, script: str, keys: list[str], args: list):
         try:
@@ -256,15 +321,24 @@ class CrawlState:
             return await self.redis.eval(script, len(keys), *keys, *args)
 
     async def requeue_own(self) -> int:
-        """Put this instance's in-progress pages (left by a crash) back in the queue."""
-        return int(await self._requeue(keys=[self.p, self.q], args=[self.instance_id]))
+        """Put this instance's in-progress pages back in the queue: those a crash left (at
+        start), or those it has not finished (at exit)."""
+        return int(await self._script(_REQUEUE_OWN, [self.p, self.q], [self.instance_id]))
 
-    async def is_finished(self) -> bool:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.zcard(self.q)
-            pipe.hlen(self.p)
-            queued, in_progress = await pipe.execute()
-        return queued == 0 and in_progress == 0
+    async def settle(self, cutoff: str) -> Settled:
+        """Whether the crawl is finished (one atomic read of `:q` and `:p`); with an empty
+        queue, pages of instances gone for good, claimed before `cutoff`, are requeued."""
+        queued, in_progress, requeued = await self._script(
+            _SETTLE, [self.q, self.p, self.status], [cutoff])
+        return Settled(int(queued), int(in_progress), int(requeued))
+
+    async def holders(self) -> dict[str, int]:
+        """Pages in progress per owning instance (for the log of an idle instance)."""
+        counts: dict[str, int] = {}
+        for raw in await self.redis.hvals(self.p):
+            owner = str(json.loads(raw).get("owner"))
+            counts[owner] = counts.get(owner, 0) + 1
+        return counts
 
     async def done_count(self) -> int:
         return int(await self.redis.get(self.d) or 0)

@@ -64,6 +64,10 @@ class Collection:
     def wacz(self) -> Path:
         return self.dir / f"{self.dir.name}.wacz"
 
+    @property
+    def log_text(self) -> str:
+        return "".join(p.read_text() for p in sorted((self.dir / "logs").glob("*.log")))
+
 
 def base_args(url: str, redis_url: str, cwd: Path, *extra: str, crawl_id: str = "crawl1",
               collection: str = "coll") -> list[str]:
