@@ -18,7 +18,15 @@ from crawls.models import Crawl, CrawlStatus, ExitReason, ProcessStatus, Snapsho
 from runner.launchers import LocalLauncher, crawler_command
 from runner.redis_server import RedisEndpoint
 from tests.conftest import free_port
-from tests.runner.helpers import drive, is_final, processes_mentioning, sha256, slow_site, status_of
+from tests.runner.helpers import (
+    assert_disjoint_archives,
+    drive,
+    is_final,
+    processes_mentioning,
+    sha256,
+    slow_site,
+    status_of,
+)
 from tests.sitegen import serve_site
 
 S = CrawlStatus
@@ -119,7 +127,7 @@ def test_cancel_from_the_cli_ends_canceled_without_files(make_runner, make_crawl
     assert crawl.files.count() == 0 and not list(settings.data_dir.rglob("*.wacz"))
 
 
-def test_pause_then_resume_from_the_cli_continues_where_it_stopped(make_runner, make_crawl, store):
+def test_pause_then_resume_from_the_cli_continues_where_it_stopped(make_runner, make_crawl, store, settings):
     with slow_site(pages=20, delay=0.15) as site:
         crawl = make_crawl(site.url)
         runner = make_runner(clock=db_now)
@@ -137,7 +145,9 @@ def test_pause_then_resume_from_the_cli_continues_where_it_stopped(make_runner, 
     crawl.refresh_from_db()
     assert crawl.status == S.COMPLETE, crawl.error
     assert crawl.pages_done == 21 and crawl.files.count() == 2
-    assert len(fetched_twice) <= 2  # pages in flight at the pause, nothing more
+    assert fetched_twice == []  # pages in flight at the pause were finished, not fetched again
+    assert_disjoint_archives([settings.data_dir / f.path for f in crawl.files.all()], {site.url})
+    assert crawl.size_bytes == sum(crawl.files.values_list("size", flat=True))
 
 
 @pytest.fixture
