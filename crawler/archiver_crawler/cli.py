@@ -122,14 +122,14 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
     except CrawlerError as exc:
         # Only a permanent error fails the instance; others mean "launch me again".
         permanent = exc.exit_code == ExitCode.INVALID_CONFIG
-        await _set_status_quietly(state, "failed" if permanent else "interrupted")
+        await _leave_quietly(state, "failed" if permanent else "interrupted")
         raise
     except RedisError as exc:
         raise RedisUnavailable(f"Redis failed: {type(exc).__name__}: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - the instance's boundary: said clearly, exit 1
         logger.error("unexpected error, exiting 1: %s: %s", type(exc).__name__, exc,
                      exc_info=True)
-        await _set_status_quietly(state, "interrupted")
+        await _leave_quietly(state, "interrupted")
         return ExitCode.GENERIC_ERROR
     finally:
         if flusher:
@@ -166,11 +166,14 @@ async def _push_errors(state: CrawlState, errors: RedisErrorBuffer) -> None:
         logger.warning("could not push %d error line(s) to Redis", len(lines))
 
 
-async def _set_status_quietly(state: CrawlState, status: str) -> None:
+async def _leave_quietly(state: CrawlState, status: str) -> None:
+    """On a fatal error: hand back the pages this instance holds and set its status, if Redis
+    still answers (else the relaunch requeues them)."""
     try:
+        await state.requeue_own()
         await state.set_status(status)
     except (RedisError, OSError):
-        logger.warning("could not set status %s in Redis", status)
+        logger.warning("could not hand back pages and set status %s in Redis", status)
 
 
 def run_bounded(coro) -> ExitCode:

@@ -142,9 +142,11 @@ return {queued + requeued, redis.call('HLEN', KEYS[2]), requeued}
 """
 
 # Redis must answer every call within these bounds (seconds); a silent server is an error
-# (exit 8 and a relaunch), never a hang.
+# (exit 8 and a relaunch), never a hang. redis-py retries the connection and the command
+# (once each, nested), so a server that accepts and never answers costs about
+# 4 x COMMAND_TIMEOUT; a refused connection costs well under a second.
 CONNECT_TIMEOUT = 5
-COMMAND_TIMEOUT = 15
+COMMAND_TIMEOUT = 10
 HEALTH_CHECK_INTERVAL = 10
 
 
@@ -255,7 +257,7 @@ class CrawlState:
             url, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT,
             socket_timeout=COMMAND_TIMEOUT, socket_keepalive=True,
             health_check_interval=HEALTH_CHECK_INTERVAL,
-            retry=Retry(ExponentialBackoff(cap=1.0, base=0.1), 2))
+            retry=Retry(ExponentialBackoff(cap=1.0, base=0.2), 1))
         try:
             await client.ping()
         except (RedisError, OSError) as exc:
