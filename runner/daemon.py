@@ -263,7 +263,7 @@ class Runner:
         if not self.stop_event.is_set():
             found |= self.claim_due_crawls(now)
         crawls = self.held_crawls()
-        self.disk_reason = self.disk_check() if crawls else None
+        self.disk_reason = self.check_disk() if crawls else None
         messages = self.unsent_messages(crawls)
         processes = self.live_processes(crawls)
         # Crawls that wait for their first launch go first: a new crawl starts within the tick.
@@ -290,6 +290,15 @@ class Runner:
         return admission.wait_reason(admission.HostUsage(usage.disk_used, usage.disk_free),
                                      self.settings.disk_threshold_percent, 0)
 
+    def check_disk(self) -> str | None:
+        """disk_check(), or None (and a warning) when the disk cannot be read: not a reason
+        to pause crawls, nor to stop the loop."""
+        try:
+            return self.disk_check()
+        except OSError as exc:
+            log.warning("cannot read the disk use of %s: %s", self.settings.data_dir, exc)
+            return None
+
     # --- periodic steps ----------------------------------------------------------------------
 
     def fire_schedules(self, now: dt.datetime) -> bool:
@@ -312,7 +321,7 @@ class Runner:
         Only those: a crawl a person paused keeps an empty waiting reason and stays paused.
         """
         paused = Crawl.objects.filter(status=S.PAUSED, waiting_reason__startswith=DISK_PAUSE)
-        if not paused.exists() or self.disk_check() is not None:
+        if not paused.exists() or self.check_disk() is not None:
             return False
         resumed = 0
         for crawl in paused:
