@@ -291,7 +291,7 @@ class Crawler:
                     logger.warning("%s was taken back from this instance; its outcome is not "
                                    "counted here", outcome.url)
                 outcome = None
-                if 0 in committed.added:
+                if committed.queued:
                     self.work_added.set()
                 # The page is settled already; its requisites still go into this WARC.
                 await self.fetch_requisites(committed.fresh)

@@ -43,30 +43,33 @@ return out
 # The worker's one call between two pages.
 # KEYS: q, s, p, d, f, pages, assets
 # ARGV: limit, owner, started ('' = claim nothing), url ('' = no outcome), 'done'|'failed',
-#       record ('' = none), number of links, (url, entry json, score) per link, then requisites
-# -> {per link 0 queued / 1 seen / 2 over limit, per requisite 1 new / 0 known, claimed or '',
+#       record ('' = none), links (JSON [[url, seedId, depth, extraHops], ...] or ''),
+#       requisites (JSON [url, ...] or '')
+# -> {links queued, per requisite 1 new / 0 known, claimed entry or '',
 #     1 if the outcome was recorded / 0 if the page was no longer ours}
+# Links and requisites travel as one JSON string each: packing a few arguments per link was
+# a large part of the client's CPU per page.
 # The outcome only counts while `:p` still says this instance holds the page: a page handed
 # back (or taken back from a dead owner) and claimed again is counted once, by its new owner.
 _COMMIT = """
 local limit = tonumber(ARGV[1])
-local added = {}
-local i = 8
-for n = 1, tonumber(ARGV[7]) do
-  if redis.call('SISMEMBER', KEYS[2], ARGV[i]) == 1 then
-    added[n] = 1
-  elseif limit > 0 and redis.call('SCARD', KEYS[2]) >= limit then
-    added[n] = 2
-  else
-    redis.call('SADD', KEYS[2], ARGV[i])
-    redis.call('ZADD', KEYS[1], ARGV[i + 2], ARGV[i + 1])
-    added[n] = 0
+local queued = 0
+if ARGV[7] ~= '' then
+  for _, link in ipairs(cjson.decode(ARGV[7])) do
+    if redis.call('SISMEMBER', KEYS[2], link[1]) == 0
+        and (limit <= 0 or redis.call('SCARD', KEYS[2]) < limit) then
+      redis.call('SADD', KEYS[2], link[1])
+      redis.call('ZADD', KEYS[1], link[3], cjson.encode(
+        {url = link[1], seedId = link[2], depth = link[3], extraHops = link[4]}))
+      queued = queued + 1
+    end
   end
-  i = i + 3
 end
 local fresh = {}
-for j = i, #ARGV do
-  fresh[#fresh + 1] = redis.call('SADD', KEYS[7], ARGV[j])
+if ARGV[8] ~= '' then
+  for j, url in ipairs(cjson.decode(ARGV[8])) do
+    fresh[j] = redis.call('SADD', KEYS[7], url)
+  end
 end
 local recorded = 0
 if ARGV[4] ~= '' then
@@ -93,7 +96,7 @@ if ARGV[3] ~= '' then
     claimed = r[1]
   end
 end
-return {added, fresh, claimed, recorded}
+return {queued, fresh, claimed, recorded}
 """
 
 # KEYS: p, q   ARGV: owner  -> number of entries of that owner put back in the queue
@@ -185,7 +188,7 @@ class Outcome:
 class Committed:
     """What the worker's call between two pages returned."""
 
-    added: list[int]
+    queued: int  # links newly queued
     fresh: list[str]  # requisites this instance now has to fetch
     claimed: QueueEntry | None
     recorded: bool  # False: the page was no longer this instance's, its outcome was dropped
@@ -295,24 +298,24 @@ class CrawlState:
         links, claim its requisites, record its outcome, and (unless `now` is None) claim the
         next page. The links are in `:q` before the page leaves `:p`."""
         if outcome is None and now is None:
-            return Committed([], [], None, False)
-        links = outcome.links if outcome else ()
-        assets = list(outcome.assets) if outcome else []
+            return Committed(0, [], None, False)
         args: list = [limit, self.instance_id, now or ""]
+        assets: tuple[str, ...] = ()
         if outcome is None:
-            args += ["", "", ""]
-        elif outcome.failed is not None:
-            args += [outcome.url, "failed", outcome.failed]
+            args += ["", "", "", "", ""]
         else:
-            args += [outcome.url, "done", outcome.page or ""]
-        args.append(len(links))
-        for e in links:
-            args += [e.url, e.to_json(), e.depth]
-        args += assets
+            if outcome.failed is not None:
+                args += [outcome.url, "failed", outcome.failed]
+            else:
+                args += [outcome.url, "done", outcome.page or ""]
+            links, assets = outcome.links, outcome.assets
+            args.append(json.dumps([[e.url, e.seed_id, e.depth, e.extra_hops] for e in links])
+                        if links else "")
+            args.append(json.dumps(assets) if assets else "")
         keys = [self.q, self.s, self.p, self.d, self.f, self.pages, self.assets]
-        added, new_assets, claimed, recorded = await self._script(_COMMIT, keys, args)
+        queued, new_assets, claimed, recorded = await self._script(_COMMIT, keys, args)
         fresh = [url for url, new in zip(assets, new_assets, strict=True) if new]
-        return Committed([int(a) for a in added], fresh,
+        return Committed(int(queued), fresh,
                          QueueEntry.from_json(claimed) if claimed else None, bool(recorded))
 
     async def _script(self, script: str, keys: list[str], args: list):

@@ -93,7 +93,8 @@ def test_two_instances_share_one_crawl_without_fetching_a_url_twice(spawn, big_s
 
 def test_an_exclusion_message_drops_queued_urls(spawn, big_site, r):
     crawler = spawn(big_site.url, "--hostDelay", "0.1", "--workers", "1")
-    wait_for(lambda: any("/gen/p35.html" in m for m in r.zrange("crawl1:q", 0, -1)))
+    wait_for(lambda: any(json.loads(m)["url"].endswith("/gen/p35.html")
+                         for m in r.zrange("crawl1:q", 0, -1)))
     r.rpush("crawl-crawl1-0:msg", json.dumps({"type": "addExclusion", "regex": r"/gen/p3\d"}))
     assert crawler.wait() == 0
     excluded = r.smembers("crawl1:excluded")

@@ -128,3 +128,55 @@ def test_absolute_paths_resolve_as_urljoin_does(href):
     base = "https://h.test:8443/dir/page.html"
     out = extract_html(f'<a href="{href}">x</a>'.encode(), base)
     assert out.links == [normalize_url(urljoin(base, href))]
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:36349/gen/", "http://127.0.0.1:36349/", "http://127.0.0.1:80/a",
+    "https://127.0.0.1:443/a/", "http://127.0.0.1:443/a", "https://Example.COM/A/b.html",
+    "http://www.example.com/a/", "http://www2.example.com/", "http://wwwx.example.com/",
+    "http://example.com", "http://example.com/", "http://example.com/a?b=2&a=1",
+    "http://example.com/a//b", "http://example.com/a/./b", "http://example.com/a/../b",
+    "http://example.com/.well-known/x", "http://example.com/~u/", "http://ex.com/%7Eu",
+    "http://example.com/a-b_c.d/e", "http://example.com/a;jsessionid=1", "http://1.2.3.4/x/",
+    "http://[::1]:8080/a", "http://xn--bcher-kva.ch/", "http://example.com/a.", "http://a-b.c/d-",
+    "http://example.com/é", "http://user@example.com/", "http://example.com./x",
+])
+def test_the_cdxj_url_key_is_what_the_surt_package_computes(url):
+    import surt
+    from archiver_crawler.warc import url_key
+
+    assert url_key(url) == surt.surt(url)
+
+
+def test_warc_records_read_back_with_warcio_with_their_digests(tmp_path):
+    import hashlib
+    from base64 import b32encode
+    from datetime import UTC, datetime
+
+    from archiver_crawler.warc import Exchange, WarcFile
+    from warcio.archiveiterator import ArchiveIterator
+
+    warc = WarcFile(tmp_path / "archive", "crawl-x-0", "coll")
+    body = b"<html>\xe9t\xe9</html>"
+    warc.write(Exchange(
+        url="http://127.0.0.1:9/p.html", method="GET", request_target="/p.html",
+        request_headers=[("Host", "127.0.0.1:9"), ("User-Agent", "t")], http_version="HTTP/1.1",
+        status=200, reason="OK", response_headers=[("Content-Type", "text/html"),
+                                                   ("Transfer-Encoding", "chunked")],
+        body=body, date=datetime.now(UTC), ip="127.0.0.1"))
+    warc.close()
+    with open(warc.path, "rb") as fh:
+        records, payloads = [], []
+        for record in ArchiveIterator(fh, check_digests=True):
+            records.append(record)
+            payloads.append(record.content_stream().read())
+    assert [r.rec_type for r in records] == ["warcinfo", "response", "request"]
+    response, request = records[1], records[2]
+    assert payloads[1] == body
+    assert response.http_headers.get_header("X-Archive-Orig-Transfer-Encoding") == "chunked"
+    assert response.rec_headers.get_header("WARC-Payload-Digest") == (
+        "sha1:" + b32encode(hashlib.sha1(body).digest()).decode())
+    assert request.rec_headers.get_header("WARC-Concurrent-To") == (
+        response.rec_headers.get_header("WARC-Record-ID"))
+    assert request.http_headers.protocol == "GET" and request.http_headers.get_header("Host")
+    assert all(r.digest_checker.passed is not False for r in records)
