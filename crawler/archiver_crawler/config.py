@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
-
 from archiver_crawler import __version__
 from archiver_crawler.errors import ConfigError
 
@@ -123,6 +121,8 @@ def load_config_file(path: str) -> dict[str, Any]:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    import yaml  # only config files need it: kept out of every start-up
+
     try:
         data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:

@@ -14,8 +14,6 @@ import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 
-from warcio.exceptions import ArchiveLoadFailed
-
 from archiver_crawler import __version__
 from archiver_crawler.warc import sidecar_index_path
 
@@ -75,6 +73,7 @@ def whole_members_size(path: Path, size: int) -> int:
 
 def _index_snapshot(warc: Path, size: int, tmp: Path) -> list[str]:
     from cdxj_indexer.main import write_cdx_index  # slow to import; rarely needed
+    from warcio.exceptions import ArchiveLoadFailed
 
     logger.info("indexing %s (no index was left beside it)", warc.name)
     snapshot = tmp / warc.name

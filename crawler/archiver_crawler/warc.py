@@ -64,8 +64,18 @@ def warc_instance(name: str) -> str | None:
     return match.group(1) if match else None
 
 
+_last_second: tuple[datetime | None, str] = (None, "")
+
+
 def warc_date(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    """ISO 8601 with milliseconds, in UTC; the seconds part is formatted once per second."""
+    global _last_second
+    when = when.astimezone(UTC)
+    second = when.replace(microsecond=0)
+    cached = _last_second  # one read: the packaging thread logs too
+    if cached[0] != second:
+        cached = _last_second = (second, second.strftime("%Y-%m-%dT%H:%M:%S."))
+    return f"{cached[1]}{when.microsecond // 1000:03d}Z"
 
 
 class WarcFile:

@@ -180,3 +180,14 @@ def test_warc_records_read_back_with_warcio_with_their_digests(tmp_path):
         response.rec_headers.get_header("WARC-Record-ID"))
     assert request.http_headers.protocol == "GET" and request.http_headers.get_header("Host")
     assert all(r.digest_checker.passed is not False for r in records)
+
+
+def test_warc_dates_have_milliseconds_in_utc():
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from archiver_crawler.warc import warc_date
+
+    when = datetime(2024, 2, 29, 23, 59, 59, 987654, tzinfo=UTC)
+    assert warc_date(when) == "2024-02-29T23:59:59.987Z"
+    assert warc_date(when + timedelta(microseconds=20000)) == "2024-03-01T00:00:00.007Z"
+    assert warc_date(when.astimezone(timezone(timedelta(hours=2)))) == "2024-02-29T23:59:59.987Z"
