@@ -1,12 +1,15 @@
 """Benchmark: archiver-crawler against wget on a generated local site.
 
-    .venv/bin/python bench/crawl.py [--pages 2000] [--workers 4] [--repeat 1] [--json]
+    .venv/bin/python bench/crawl.py [--pages 2000] [--workers 4] [--repeat 3]
+                                    [--latency 0,0.02] [--json]
 
-Serves tests.sitegen's generated site (127.0.0.1 only), crawls it with
-`archiver-crawler --workers N` (private redis-server on a free port) and with
-`wget --recursive --level=inf --no-parent --warc-file=...`, and prints wall time, peak RSS
-and pages of each, the speed ratio and whether our WACZ validates. With --json the last
-line is one JSON object.
+Serves tests.sitegen's generated site (127.0.0.1 only) once per `--latency` value (seconds
+added to every response, as a remote server's round trip would), and crawls it `--repeat`
+times with `archiver-crawler --workers N` (private redis-server on a free port) and with
+`wget --recursive --level=inf --no-parent --warc-file=...`, alternating which goes first.
+For each scenario it prints the median wall time of each tool (and every run's), median CPU
+seconds, the highest peak RSS, pages, the speed-up (wget median / ours) and whether every
+WACZ of ours validates. With --json the last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,11 +70,19 @@ def timed(cmd: list[str], env: dict | None = None) -> dict:
             "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "stderr_tail": stderr[-500:]}
 
 
-def median_run(runs: list[dict]) -> dict:
-    ordered = sorted(runs, key=lambda r: r["seconds"])
-    result = dict(ordered[len(ordered) // 2])
-    result["all_seconds"] = [r["seconds"] for r in runs]
-    return result
+def summarize(runs: list[dict]) -> dict:
+    """Medians of wall and CPU time, the highest peak RSS, and what every run produced."""
+    summary = {
+        "seconds": round(statistics.median(r["seconds"] for r in runs), 3),
+        "all_seconds": [r["seconds"] for r in runs],
+        "cpu_seconds": round(statistics.median(r["cpu_seconds"] for r in runs), 3),
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        "pages": sorted({r["pages"] for r in runs}),
+        "exit_codes": sorted({r["exit_code"] for r in runs}),
+    }
+    if "wacz_valid" in runs[0]:
+        summary["wacz_valid"] = all(r["wacz_valid"] for r in runs)
+    return summary
 
 
 def crawl_ours(url: str, workdir: Path, redis_port: int, workers: int, crawl_id: str) -> dict:
@@ -107,51 +119,65 @@ def crawl_wget(url: str, workdir: Path) -> dict:
     return result
 
 
+def run_scenario(latency: float, args, redis_port: int, tmp_path: Path) -> dict:
+    runs: dict[str, list[dict]] = {"ours": [], "wget": []}
+    with serve_site(pages=args.pages, latency=latency) as site:
+        for i in range(args.repeat):
+            order = ("ours", "wget") if i % 2 == 0 else ("wget", "ours")
+            for name in order:
+                workdir = tmp_path / f"{name}-{latency}-{i}"
+                if name == "ours":
+                    runs[name].append(crawl_ours(site.url, workdir, redis_port, args.workers,
+                                                 f"bench-{latency}-{i}"))
+                else:
+                    runs[name].append(crawl_wget(site.url, workdir))
+                shutil.rmtree(workdir, ignore_errors=True)
+    ours, wget = summarize(runs["ours"]), summarize(runs["wget"])
+    return {"latency_s": latency, "ours": ours, "wget": wget,
+            "speedup_vs_wget": round(wget["seconds"] / ours["seconds"], 2),
+            "load_average_1m": round(os.getloadavg()[0], 2)}
+
+
+def report(scenario: dict, pages: int) -> None:
+    print(f"\n{pages} pages on 127.0.0.1, {scenario['latency_s'] * 1000:g} ms per response; "
+          f"load average {scenario['load_average_1m']:.2f} on {os.cpu_count()} CPUs")
+    for name, r in (("archiver-crawler", scenario["ours"]), ("wget", scenario["wget"])):
+        runs = ", ".join(f"{s:.2f}" for s in r["all_seconds"])
+        print(f"{name:>17}: {r['seconds']:7.2f} s median ({runs})  cpu {r['cpu_seconds']:6.2f} s"
+              f"  peak RSS {r['peak_rss_mb']:6.1f} MB  pages {r['pages']}  exit {r['exit_codes']}")
+    print(f"speed-up vs wget: {scenario['speedup_vs_wget']}x   "
+          f"every WACZ of ours valid: {scenario['ours']['wacz_valid']}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="run both N times, alternating which goes first; report medians")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of each tool per scenario, alternating which goes first")
+    parser.add_argument("--latency", default="0,0.02",
+                        help="comma-separated seconds added to every response, one scenario each")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    latencies = [float(v) for v in args.latency.split(",") if v.strip()]
 
-    runs: dict[str, list[dict]] = {"ours": [], "wget": []}
+    scenarios = []
     with tempfile.TemporaryDirectory(prefix="crawl-bench-") as tmp:
-        tmp_path = Path(tmp)
-        redis_proc, redis_port = start_redis(tmp_path)
+        redis_proc, redis_port = start_redis(Path(tmp))
         try:
-            with serve_site(pages=args.pages) as site:
-                for i in range(args.repeat):
-                    order = ("ours", "wget") if i % 2 == 0 else ("wget", "ours")
-                    for name in order:
-                        workdir = tmp_path / f"{name}-{i}"
-                        if name == "ours":
-                            runs[name].append(crawl_ours(site.url, workdir, redis_port,
-                                                         args.workers, f"bench{i}"))
-                        else:
-                            runs[name].append(crawl_wget(site.url, workdir))
+            for latency in latencies:
+                scenarios.append(run_scenario(latency, args, redis_port, Path(tmp)))
+                report(scenarios[-1], args.pages + 1)
         finally:
             redis_proc.terminate()
             redis_proc.wait(timeout=10)
-    ours, wget = median_run(runs["ours"]), median_run(runs["wget"])
-
-    ratio = round(wget["seconds"] / ours["seconds"], 2) if ours["seconds"] else None
-    summary = {"site_pages": args.pages + 1, "workers": args.workers, "repeat": args.repeat,
-               "load_average_1m": round(os.getloadavg()[0], 2),
-               "ours": ours,
-               "wget": wget, "speedup_vs_wget": ratio}
-    print(f"site: {args.pages + 1} pages on 127.0.0.1; load average {os.getloadavg()[0]:.2f} "
-          f"on {os.cpu_count()} CPUs (wget is CPU-bound: other load slows it most)")
-    for name, r in (("archiver-crawler", ours), ("wget", wget)):
-        print(f"{name:>17}: {r['seconds']:7.2f} s (median of {r['all_seconds']})  cpu {r['cpu_seconds']:6.2f} s  peak RSS {r['peak_rss_mb']:6.1f} MB  "
-              f"pages {r['pages']}  exit {r['exit_code']}")
-    print(f"speed-up vs wget: {ratio}x   our WACZ valid: {ours['wacz_valid']}")
     if args.json:
-        for r in (ours, wget):
-            r.pop("stderr_tail", None)
-        print(json.dumps(summary))
-    return 0 if ours["exit_code"] == 0 else 1
+        print(json.dumps({"site_pages": args.pages + 1, "workers": args.workers,
+                          "repeat": args.repeat, "cpus": os.cpu_count(),
+                          "scenarios": scenarios}))
+    ok = all(s["ours"]["exit_codes"] == [0] and s["ours"]["wacz_valid"] is not False
+             for s in scenarios)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
