@@ -1,5 +1,5 @@
 import sys
 
-from archiver_crawler.cli import main
+from archiver_crawler.launch import main
 
 sys.exit(main())

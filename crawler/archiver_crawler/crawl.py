@@ -24,6 +24,7 @@ from urllib.parse import urljoin
 
 from redis.exceptions import RedisError
 
+from archiver_crawler import launch
 from archiver_crawler.config import CrawlConfig
 from archiver_crawler.errors import CrawlerError, ExitCode, RedisUnavailable
 from archiver_crawler.fetch import Fetched, Fetcher, FetchError
@@ -260,6 +261,10 @@ class Crawler:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
+        # Signals that arrived while the process was still importing (see launch.py).
+        while launch.received:
+            logger.info("signal %d received during start-up", launch.received.pop(0))
+            self._on_signal()
 
     def _remove_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
