@@ -106,7 +106,7 @@ def parse_duration(text: str) -> int:
     """`90s`, `30m`, `2h`, `7d` or plain seconds, as whole seconds."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     value = text.strip().lower()
-    factor = units.get(value[-1:], None)
+    factor = units.get(value[-1:])
     number = value[:-1] if factor else value
     try:
         seconds = float(number) * (factor or 1)

@@ -12,11 +12,10 @@ from django import forms
 from django.contrib import admin, messages
 
 from archiver.errors import ConfigError, NotAllowed, WebhookRefused
-from crawls import wake
+from crawls import ssrf, wake
 from crawls.lease import db_now
 from crawls.models import CrawlEvent, DeliveryStatus, Webhook, WebhookDelivery
 from crawls.webhooks import InvalidWebhook, clean_secret, shown_url
-from crawls import ssrf
 
 
 class WebhookForm(forms.ModelForm):

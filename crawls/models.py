@@ -18,7 +18,7 @@ from django.utils import timezone
 from archiver import conf
 from archiver.errors import NotAllowed
 from crawls.config import CrawlConfig, check_regex, human_size
-from crawls.lease import FAR_FUTURE, LeaseQuerySet, Leased, due_by_creation_index, due_index
+from crawls.lease import FAR_FUTURE, Leased, LeaseQuerySet, due_by_creation_index, due_index
 
 if TYPE_CHECKING:
     from crawls.quotas import OrgUsageNow

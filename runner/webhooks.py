@@ -34,9 +34,9 @@ from django.db import connection
 
 from archiver import conf
 from archiver.errors import ConfigError, WebhookRefused
+from crawls import ssrf
 from crawls.lease import Claim, db_now
 from crawls.models import WebhookDelivery
-from crawls import ssrf
 
 log = logging.getLogger(__name__)
 

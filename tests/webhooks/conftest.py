@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from archiver import conf
+from crawls import ssrf
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, Org, Webhook
-from crawls import ssrf
 
 SECRET = "s3cret-for-tests"
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)

@@ -18,8 +18,8 @@ import pytest
 
 from archiver import conf
 from archiver.errors import ConfigError, WebhookRefused
-from crawls.models import DeliveryStatus, WebhookDelivery
 from crawls import ssrf
+from crawls.models import DeliveryStatus, WebhookDelivery
 from runner.webhooks import Deliverer, deliver_due_webhooks
 from tests.webhooks.conftest import T0, RecordingTransport, Resolver, allow
 

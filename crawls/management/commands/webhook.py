@@ -10,11 +10,11 @@ from django.core.management.base import CommandError
 from rich.table import Table
 
 from archiver.errors import WebhookRefused
+from crawls import ssrf
 from crawls.cli import ArchiverCommand, OneLineParser, age, int_arg
 from crawls.lease import db_now
 from crawls.models import DeliveryStatus, Org, Webhook, WebhookDelivery
 from crawls.webhooks import clean_events, clean_secret, shown_url
-from crawls import ssrf
 
 
 class Command(ArchiverCommand):
