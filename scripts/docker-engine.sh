@@ -74,8 +74,10 @@ running_pid() {
     [[ -f $PIDFILE ]] || return 1
     local pid
     pid=$(<"$PIDFILE")
-    # A stale pidfile (after a reboot) may name an unrelated process: check its name.
-    [[ $pid =~ ^[0-9]+$ ]] && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == dockerd ]] && echo "$pid"
+    # A stale pidfile (after a reboot) may name an unrelated process: check its name. A
+    # killed dockerd that its parent has not reaped yet is a zombie: dead, not running.
+    [[ $pid =~ ^[0-9]+$ ]] && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == dockerd ]] &&
+        [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]] && echo "$pid"
 }
 
 start() {
