@@ -346,18 +346,10 @@ class Runner:
         return crawls
 
     def live_processes(self, crawls: dict[str, Crawl]) -> dict[str, list[Process]]:
-        grouped: dict[str, list[Process]] = defaultdict(list)
-        if crawls:
-            for process in Process.objects.filter(crawl_id__in=list(crawls), status__in=LIVE_INSTANCE):
-                grouped[process.crawl_id].append(process)
-        return grouped
+        return by_crawl(Process.objects.filter(status__in=LIVE_INSTANCE), crawls)
 
     def unsent_messages(self, crawls: dict[str, Crawl]) -> dict[str, list[CrawlMessage]]:
-        grouped: dict[str, list[CrawlMessage]] = defaultdict(list)
-        if crawls:
-            for message in CrawlMessage.objects.filter(crawl_id__in=list(crawls), sent_at__isnull=True):
-                grouped[message.crawl_id].append(message)
-        return grouped
+        return by_crawl(CrawlMessage.objects.filter(sent_at__isnull=True), crawls)
 
     def hands_off(self, pk: str, why: str) -> None:
         held = self.held.pop(pk, None)
@@ -1270,6 +1262,7 @@ class Runner:
             self._webhooks.stop(timeout=10)
             self._webhooks = None
         self.launcher.close()
+        self.store.close()
         now = self.clock()
         with contextlib.suppress(DatabaseError):
             for pk, held in list(self.held.items()):
@@ -1279,6 +1272,15 @@ class Runner:
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+def by_crawl(rows, crawls: dict[str, Crawl]) -> dict[str, list]:
+    """The rows of these crawls, grouped by crawl id, in one query (none without crawls)."""
+    grouped: dict[str, list] = defaultdict(list)
+    if crawls:
+        for row in rows.filter(crawl_id__in=list(crawls)):
+            grouped[row.crawl_id].append(row)
+    return grouped
 
 
 def acquire_runner_lock(settings: Settings):

@@ -52,6 +52,11 @@ class ProgressStore:
         if client is not None:
             client.close()
 
+    def close(self) -> None:
+        """Close every connection; the store may be used again afterwards (it reconnects)."""
+        for db in list(self._clients):
+            self.forget(db)
+
     # --- reading ---------------------------------------------------------------------
 
     def read(self, db: int, crawl_id: str, failed_offset: int = 0, batch: int = DRAIN_BATCH) -> Progress:

@@ -45,6 +45,7 @@ def endpoint(redis_server) -> RedisEndpoint:
 def store(endpoint):
     store = ProgressStore(endpoint)
     yield store
+    store.close()
     # The runner allocates databases from 1 up: leave them empty for the next test.
     client = redis.Redis(host=endpoint.host, port=endpoint.port)
     for db in range(1, 12):
