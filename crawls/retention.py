@@ -79,32 +79,29 @@ def inside(root: Path, relative: str | Path) -> Path:
     return path
 
 
-def delete_file(root: Path, relative: str) -> None:
+def checked(root: Path, target) -> Path | None:
+    """`target` if it is safely inside the data dir; otherwise None, with a warning."""
     try:
-        path = inside(root, relative)
+        return inside(root, target)
     except UnsafePath as exc:
-        log.warning("retention: leaving %r alone: %s", relative, exc)
-        return
-    path.unlink(missing_ok=True)
+        log.warning("retention: leaving %s alone: %s", target, exc)
+        return None
+
+
+def delete_file(root: Path, relative: str) -> None:
+    if path := checked(root, relative):
+        path.unlink(missing_ok=True)
 
 
 def delete_empty_folder(root: Path, folder: Path) -> None:
     """The crawl's folder of archives, once its files are gone (anything else in it stays)."""
-    try:
-        path = inside(root, folder)
-    except UnsafePath as exc:
-        log.warning("retention: leaving folder %s alone: %s", folder, exc)
-        return
-    if path.is_dir() and not any(path.iterdir()):
+    path = checked(root, folder)
+    if path and path.is_dir() and not any(path.iterdir()):
         path.rmdir()
 
 
 def delete_tree(root: Path, folder: Path) -> None:
     """Delete a folder inside the data dir; links inside it are removed, never followed."""
-    try:
-        path = inside(root, folder)
-    except UnsafePath as exc:
-        log.warning("retention: leaving folder %s alone: %s", folder, exc)
-        return
-    if path.is_dir():
+    path = checked(root, folder)
+    if path and path.is_dir():
         shutil.rmtree(path)
