@@ -39,3 +39,8 @@ class EngineUnavailable(LaunchError):
 
 class WebhookRefused(ArchiverError):
     """A webhook URL or its resolved address is not allowed (SSRF protection)."""
+
+
+class ProgressCorrupt(ArchiverError):
+    """A crawl's progress data in Redis cannot be read (a counter that is not a number, a key
+    of the wrong type); the message names the key. Not the same as Redis being unreachable."""

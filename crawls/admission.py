@@ -45,11 +45,24 @@ def memory_needed(config: CrawlConfig) -> int:
     return config.scale * (MEMORY_PER_INSTANCE + MEMORY_PER_EXTRA_WORKER * (config.workers - 1))
 
 
-def wait_reason(usage: HostUsage, disk_threshold_percent: float, memory: int) -> str | None:
-    """Why a crawl needing `memory` bytes must wait on a host using `usage`, or None."""
+PACKAGING_MARGIN = 64 * MIB  # beyond a crawl's unpacked bytes, for its index and zip overhead
+
+
+def packaging_room(unpacked_bytes: int) -> int:
+    """Free disk a crawl needs to package what it has: a WACZ holds its WARCs once more."""
+    return unpacked_bytes + PACKAGING_MARGIN
+
+
+def wait_reason(usage: HostUsage, disk_threshold_percent: float, memory: int,
+                reserve: int = 0) -> str | None:
+    """Why a crawl needing `memory` bytes (and `reserve` bytes of free disk to package what
+    it holds) must wait on a host using `usage`, or None."""
     used = usage.disk_used_percent
     if used >= disk_threshold_percent:
         return f"waiting: disk {used:.0f} % full (limit {disk_threshold_percent:g} %)"
+    if reserve and usage.disk_free < reserve:
+        return (f"waiting: disk has {human_size(usage.disk_free)} free, "
+                f"{human_size(reserve)} needed to package the crawl")
     if usage.memory_available is not None and usage.memory_available < memory:
         return (f"waiting: {human_size(usage.memory_available)} of memory available, "
                 f"{human_size(memory)} needed")

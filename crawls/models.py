@@ -11,7 +11,7 @@ import datetime as dt
 import uuid
 from typing import TYPE_CHECKING
 
-from django.db import models, transaction
+from django.db import IntegrityError, models, transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 MAX_SCALE = 8  # crawler instances per crawl, as CrawlConfig.scale allows
 MAX_STALLS = 3  # a crawl that stalls this often fails with stop reason `stalled`
+DISK_PAUSE = "paused: disk"  # waiting_reason of crawls the runner paused for disk space
+# What the runner may write through Crawl.record_progress (counters and what it shows).
+PROGRESS_FIELDS = frozenset({"pages_found", "pages_done", "pages_failed", "size_bytes",
+                             "progress_at", "waiting_reason"})
 
 
 def new_id() -> str:
@@ -178,6 +182,24 @@ class CrawlQuerySet(LeaseQuerySet):
     def running(self):
         return self.filter(status__in=S.RUNNING_STATES)
 
+    def not_started(self):
+        return self.filter(status__in=S.NOT_STARTED)
+
+    def adoptable(self):
+        """Crawls a runner may take over when their lease expired: they already have a runtime."""
+        return self.filter(Q(status__in=S.RUNNING_STATES) | Q(status=S.PAUSED)
+                           | Q(status=S.WAITING_CAPACITY, started_at__isnull=False))
+
+    def paused_for_disk(self):
+        return self.filter(status=S.PAUSED, waiting_reason__startswith=DISK_PAUSE)
+
+    def holding_redis(self):
+        return self.exclude(redis_db=None)
+
+    def final_holding_redis(self):
+        """Final crawls whose Redis database was not flushed and released (a crash between)."""
+        return self.filter(status__in=S.FINAL).exclude(redis_db=None)
+
     def by_prefix(self, prefix: str) -> Crawl:
         """The one crawl whose id starts with `prefix`; NotAllowed names the problem."""
         prefix = prefix.strip().lower()
@@ -226,6 +248,12 @@ class Crawl(Leased):
     stalls = models.PositiveIntegerField(default=0)
     scale = models.PositiveSmallIntegerField(default=1, help_text="Instances it should run now.")
     redis_db = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Held while active.")
+    home_runner = models.CharField(
+        max_length=64, blank=True, default="", help_text="Runner that launched its instances."
+    )
+    home_dir = models.CharField(
+        max_length=500, blank=True, default="", help_text="Data dir holding its instances and files."
+    )
 
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -244,6 +272,11 @@ class Crawl(Leased):
             models.Index(fields=["org", "status"], name="crawl_org_status"),
             models.Index(fields=["finished_at"], name="crawl_finished",
                          condition=Q(finished_at__isnull=False)),
+        ]
+        constraints = [
+            # A Redis database is won, never assumed: two runners cannot both hold one.
+            models.UniqueConstraint(fields=["redis_db"], name="crawl_redis_db_once",
+                                    condition=Q(redis_db__isnull=False)),
         ]
 
     def __str__(self) -> str:
@@ -515,6 +548,55 @@ class Crawl(Leased):
 
     # Runner transitions: guarded by the lease token too.
 
+    def record_progress(self, token: int, now, **fields) -> bool:
+        """Write what the runner observed (counters, progress time, waiting reason) with our
+        token; only PROGRESS_FIELDS, so this can never move the crawl's state."""
+        unknown = set(fields) - PROGRESS_FIELDS
+        assert not unknown, f"record_progress cannot write {sorted(unknown)}"
+        if not Crawl.objects.filter(pk=self.pk, lease_token=token).update(**fields, updated_at=now):
+            return False
+        for name, value in fields.items():
+            setattr(self, name, value)
+        return True
+
+    def take_redis_db(self, db: int, token: int) -> bool:
+        """Win Redis database `db` for this crawl; False if another crawl holds it (the unique
+        index refuses the second holder) or our lease moved."""
+        try:
+            with transaction.atomic():
+                won = Crawl.objects.filter(pk=self.pk, lease_token=token, redis_db=None).update(redis_db=db)
+        except IntegrityError:
+            return False
+        if won:
+            self.redis_db = db
+        return bool(won)
+
+    def set_home(self, runner_id: str, data_dir: str, token: int) -> bool:
+        """Record which runner and data dir hold this crawl's instances and files from now on."""
+        if not Crawl.objects.filter(pk=self.pk, lease_token=token).update(
+                home_runner=runner_id, home_dir=data_dir):
+            return False
+        self.home_runner, self.home_dir = runner_id, data_dir
+        return True
+
+    def request_disk_pause(self, reason: str, token: int, now) -> bool:
+        """Pause a running crawl for a full disk; the reason (DISK_PAUSE...) tells it from a
+        pause a person asked for, and lets the runner resume it when space returns."""
+        rows = Crawl.objects.filter(pk=self.pk, lease_token=token, status__in=S.RUNNING_STATES,
+                                    intent="")
+        if not rows.update(intent=Intent.PAUSE, waiting_reason=reason[:300], updated_at=now):
+            return False
+        self.intent, self.waiting_reason = Intent.PAUSE, reason[:300]
+        return True
+
+    def record_user_stop(self, token: int, now) -> bool:
+        """A stop a person asked for becomes the crawl's stop reason (the first one stays)."""
+        if not Crawl.objects.filter(pk=self.pk, lease_token=token, stop_reason="").update(
+                stop_reason=StopReason.USER, updated_at=now):
+            return False
+        self.stop_reason = StopReason.USER
+        return True
+
     def mark_waiting(self, status: str, reason: str, token: int, now) -> bool:
         allowed = (*S.NOT_STARTED, S.STARTING, S.RUNNING)
         return self._transition(status, allowed, now, token=token, waiting_reason=reason)
@@ -544,14 +626,25 @@ class Crawl(Leased):
         )
 
     def finish(self, status: str, token: int, now, *, stop_reason: str = "", error: str = "") -> bool:
-        """Move to a final state; the row leaves every queue (retry_at = NULL)."""
+        """Move to a final state; the row leaves every queue (retry_at = NULL).
+
+        It keeps its Redis database until the runner has flushed it (`release_redis_db`):
+        released first, it could be won and filled by another crawl before our flush.
+        """
         assert status in S.FINAL, status
         event = EVENT_FOR_FINAL.get(status, "crawl.stopped")
         return self._transition(
             status, S.ACTIVE, now, token=token, event=event, stop_reason=stop_reason,
             error=error, finished_at=now, retry_at=None, lease_owner="", intent="",
-            waiting_reason="", redis_db=None,
+            waiting_reason="",
         )
+
+    def release_redis_db(self, db: int) -> bool:
+        """A final crawl gives its (flushed) Redis database back."""
+        released = Crawl.objects.filter(pk=self.pk, redis_db=db, status__in=S.FINAL).update(redis_db=None)
+        if released:
+            self.redis_db = None
+        return bool(released)
 
     # --- payloads --------------------------------------------------------------------
 
@@ -635,6 +728,22 @@ class ExitReason(models.TextChoices):
     LIMIT = "limit"  # 14/15/16: a per-session limit, relaunch continues
     CRASH = "crash"  # anything else
     REMOVED = "removed"  # removed by archiver (cancel, scale down, orphan)
+    DISK = "disk"  # 3: out of disk space; the crawl pauses for the disk, not a failure
+    REDIS = "redis"  # 8: Redis was unavailable; relaunched once it answers, not a failure
+    ORPHANED = "orphaned"  # its runner died; relaunched by the runner that adopted the crawl
+
+
+LIVE_PROCESS = (ProcessStatus.STARTING, ProcessStatus.RUNNING)
+
+
+class ProcessQuerySet(LeaseQuerySet):
+    def live(self):
+        """Instances that run, or are about to be launched."""
+        return self.filter(status__in=LIVE_PROCESS)
+
+    def pending(self):
+        """Rows written for a launch that has not happened (yet, or its backoff runs)."""
+        return self.live().filter(started_at__isnull=True)
 
 
 class Process(Leased):
@@ -660,10 +769,11 @@ class Process(Leased):
     )
     created_at = models.DateTimeField(default=timezone.now)
 
-    objects = LeaseQuerySet.as_manager()
+    objects = ProcessQuerySet.as_manager()
 
     class Meta:
         ordering = ["crawl", "instance", "created_at"]
+        verbose_name_plural = "processes"
         indexes = [
             due_index("process"),
             models.Index(fields=["crawl", "status"], name="process_crawl_status"),
@@ -672,12 +782,62 @@ class Process(Leased):
     def __str__(self) -> str:
         return f"{self.hostname} ({self.status})"
 
+    @property
+    def is_live(self) -> bool:
+        return self.status in LIVE_PROCESS
+
+    # Runner transitions, each from the states it may leave, saving only what it changes.
+
+    def _update(self, allowed, **fields) -> bool:
+        if not Process.objects.filter(pk=self.pk, status__in=allowed).update(**fields):
+            return False
+        for name, value in fields.items():
+            setattr(self, name, value)
+        return True
+
+    def mark_running(self, now, *, ref: str = "", pid: int | None = None, image: str = "",
+                     args=(), runner: str = "", launcher: str = "") -> bool:
+        """Launched (or found running after a crash cut its launch short)."""
+        fields = {"status": ProcessStatus.RUNNING, "retry_at": None,
+                  "started_at": self.started_at or now, "counted_until": self.counted_until or now}
+        fields.update({k: v for k, v in (("container_id", ref), ("pid", pid), ("image", image),
+                                          ("args", list(args)), ("runner", runner),
+                                          ("launcher", launcher)) if v})
+        return self._update(LIVE_PROCESS, **fields)
+
+    def mark_exited(self, code: int, reason: str, log_tail: str, now) -> bool:
+        return self._update(LIVE_PROCESS, status=ProcessStatus.EXITED, exit_code=code,
+                            exit_reason=reason, log_tail=log_tail[-4000:], ended_at=now, retry_at=None)
+
+    def mark_lost(self, reason: str, log_tail: str, now) -> bool:
+        """Vanished without an exit status (or never started): `reason` says whether that
+        counts as a failure of the instance (crash) or not (its runner died, the engine...)."""
+        return self._update(LIVE_PROCESS, status=ProcessStatus.LOST, exit_reason=reason,
+                            log_tail=log_tail[-4000:], started_at=self.started_at or now,
+                            ended_at=now, retry_at=None)
+
+    def mark_removed(self, now) -> bool:
+        """Stopped and removed by archiver (cancel, pause, stall restart, scale-down)."""
+        return self._update(LIVE_PROCESS, status=ProcessStatus.EXITED,
+                            exit_reason=ExitReason.REMOVED, ended_at=now, retry_at=None)
+
+    def defer(self, retry_at) -> bool:
+        """Launch it later (backoff, an engine away): only a row not launched yet."""
+        if not Process.objects.filter(pk=self.pk, started_at__isnull=True,
+                                      status=ProcessStatus.STARTING).update(retry_at=retry_at):
+            return False
+        self.retry_at = retry_at
+        return True
+
 
 class CrawlFile(models.Model):
     """An archive file a crawl produced, kept under the data dir."""
 
     crawl = models.ForeignKey(Crawl, on_delete=models.CASCADE, related_name="files")
     path = models.CharField(max_length=500, unique=True, help_text="Relative to the data dir.")
+    root = models.CharField(
+        max_length=500, blank=True, default="", help_text="The data dir holding it ('' = any runner's own)."
+    )
     size = models.PositiveBigIntegerField()
     sha256 = models.CharField(max_length=64)
     created_at = models.DateTimeField(default=timezone.now)

@@ -204,6 +204,20 @@ def test_the_daemon_restarts_its_embedded_redis_when_it_dies_and_the_crawl_ends_
     assert "Redis does not answer" in log and before["password"] not in log
 
 
+def test_sighup_stops_the_daemon_cleanly_and_hands_its_leases_back(installation):
+    with slow_site(pages=30, delay=0.2) as site:
+        daemon = installation.start_daemon()
+        crawl_id = installation.manage("add", site.url).strip()
+        installation.wait(crawl_id, lambda c: c["pages_done"] >= 1, timeout=30)
+        daemon.send_signal(signal.SIGHUP)
+        assert daemon.wait(timeout=15) == 0
+        (owner,) = installation.query("SELECT lease_owner FROM crawls_crawl WHERE id = ?", crawl_id)[0]
+        assert owner == ""  # handed back, due now, for the next runner
+        assert processes_mentioning(f"crawl-{crawl_id}-0") or processes_mentioning(crawl_id)
+    log = (installation.data_dir / "daemon-0.log").read_text()
+    assert "SIGHUP: finishing this tick" in log
+
+
 def gen_pages(site) -> set[str]:
     return {path for path in site.routes if path.startswith("/gen/") and path.endswith(("/", ".html"))}
 

@@ -14,7 +14,8 @@ S = CrawlStatus
 
 @pytest.mark.parametrize(("code", "oom", "reason"), [
     (0, False, ExitReason.DONE),
-    (137, False, ExitReason.OOM),
+    (137, False, ExitReason.CRASH),  # killed, but not by the OOM killer (Docker's flag says)
+    (137, True, ExitReason.OOM),
     (1, True, ExitReason.OOM),
     (11, False, ExitReason.INTERRUPTED),
     (13, False, ExitReason.INTERRUPTED),
@@ -22,9 +23,10 @@ S = CrawlStatus
     (17, False, ExitReason.PERMANENT),
     (14, False, ExitReason.LIMIT),
     (15, False, ExitReason.LIMIT),
-    (16, False, ExitReason.LIMIT),
+    (16, False, ExitReason.DISK),
+    (3, False, ExitReason.DISK),
     (1, False, ExitReason.CRASH),
-    (8, False, ExitReason.CRASH),
+    (8, False, ExitReason.REDIS),
     (None, False, ExitReason.CRASH),
 ])
 def test_exit_codes_are_classified_as_the_protocol_says(code, oom, reason):

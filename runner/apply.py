@@ -1,0 +1,486 @@
+"""Carrying out the runner's decisions: one small function per action of runner/decide.py.
+
+Every write to a crawl names our lease token (through its model methods), so a runner that
+lost a crawl's lease changes nothing about it. Functions raise CrawlFailed when the crawl
+cannot go on; the supervise step's error boundary fails it with that message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import logging
+
+import redis
+
+from archiver.errors import ArchiverError, EngineUnavailable, LaunchError
+from crawls import quotas
+from crawls.models import (
+    DISK_PAUSE,
+    Crawl,
+    CrawlLog,
+    CrawlStatus,
+    ExitReason,
+    Intent,
+    Process,
+    ProcessStatus,
+    Snapshot,
+    SnapshotStatus,
+)
+from runner import archive, decide
+from runner.decide import (
+    FAILED_ATTEMPT,
+    CancelTimeout,
+    ClearFlag,
+    Corrupt,
+    CountTime,
+    EngineState,
+    Fail,
+    Finish,
+    FollowState,
+    HandleExit,
+    Ingest,
+    Launch,
+    LimitStop,
+    MarkStarted,
+    Outcome,
+    PauseForDisk,
+    RecordProgress,
+    RecordUserStop,
+    RedisBack,
+    RedisDown,
+    SendMessages,
+    SetFlag,
+    Stalled,
+    StopOne,
+)
+from runner.launchers import CONFIG_NAME, LaunchSpec, hostname
+from runner.state import Held, Runtime
+
+log = logging.getLogger("runner.daemon")
+S = CrawlStatus
+
+ENGINE_RETRY = 2.0  # launch again this long after the engine did not answer
+REDIS_RELAUNCH = 2.0  # an instance that exited because Redis was away is relaunched after this
+MAX_DRAIN_BATCHES = 20  # per crawl per tick, so one busy crawl cannot starve the others
+ENGINE_WAIT = "waiting: Docker engine unreachable"
+REDIS_WAIT = "waiting: Redis unreachable"
+CORRUPT_WAIT = "waiting: progress data unreadable"
+
+
+class CrawlFailed(ArchiverError):
+    """The crawl cannot go on (a permanent crawler error, relaunches exhausted...)."""
+
+    def __init__(self, message: str, stop_reason: str = ""):
+        super().__init__(message)
+        self.stop_reason = stop_reason
+
+
+def carry_out(rt: Runtime, obs, held: Held, action) -> None:
+    """Apply one action, unless an earlier one let the crawl go."""
+    if obs.crawl.pk in rt.held:
+        APPLY[type(action)](rt, obs, held, action)
+
+
+# --- Redis faults ---------------------------------------------------------------------------
+
+
+def redis_down(rt: Runtime, obs, held: Held, action: RedisDown) -> None:
+    if held.redis_down_since is not None:
+        return
+    held.redis_down_since = obs.now
+    rt.note(obs.crawl, f"Redis does not answer ({action.what}); waiting for it", "warning", obs.now)
+    rt.set_waiting_reason(obs.crawl, REDIS_WAIT, obs.now)
+    if rt.on_redis_down:
+        rt.on_redis_down()
+
+
+def corrupt(rt: Runtime, obs, held: Held, action: Corrupt) -> None:
+    if held.corrupt_since is not None:
+        return
+    held.corrupt_since = obs.now
+    rt.note(obs.crawl, f"cannot read its progress: {action.message}", "error", obs.now)
+    rt.set_waiting_reason(obs.crawl, f"{CORRUPT_WAIT}: {action.message}", obs.now)
+
+
+def redis_back(rt: Runtime, obs, held: Held, action: RedisBack) -> None:
+    if held.redis_down_since:
+        rt.note(obs.crawl, "Redis answers again", now=obs.now)
+    held.redis_down_since = held.corrupt_since = None
+    if obs.crawl.waiting_reason.startswith((REDIS_WAIT, CORRUPT_WAIT)):
+        rt.set_waiting_reason(obs.crawl, "", obs.now)
+
+
+def fail_now(rt: Runtime, obs, held: Held, action: Fail) -> None:
+    raise CrawlFailed(action.error, action.stop_reason)
+
+
+# --- progress ------------------------------------------------------------------------------
+
+
+def ingest_all(rt: Runtime, obs, held: Held, action: Ingest) -> None:
+    progress, crawl = obs.progress, obs.crawl
+    ingest(crawl, progress.pages, progress.errors, obs.now, progress.failed_pages)
+    batches = 0
+    while progress.more and batches < MAX_DRAIN_BATCHES:
+        pages, errors = rt.store.drain(crawl.redis_db, crawl.pk)
+        ingest(crawl, pages, errors, obs.now)
+        progress.more, batches = bool(pages or errors), batches + 1
+    held.failed_read = progress.failed
+
+
+def ingest(crawl: Crawl, pages: list[dict], errors: list[dict], now: dt.datetime,
+           failed: list[dict] = ()) -> None:
+    """Pages become Snapshots (one per URL: a later report replaces an earlier one, so a
+    retried page that now succeeds is done), error lines become CrawlLog lines."""
+    snapshots = {page["url"]: snapshot_from(crawl, page, now, SnapshotStatus.FAILED)
+                 for page in failed if page.get("url")}
+    snapshots.update({page["url"]: snapshot_from(crawl, page, now) for page in pages if page.get("url")})
+    if snapshots:
+        Snapshot.objects.bulk_create(
+            list(snapshots.values()), batch_size=500, update_conflicts=True,
+            unique_fields=["crawl", "url"],
+            update_fields=["status", "http_status", "title", "mime", "captured_at", "filename",
+                           "error", "depth"],
+        )
+    if errors:
+        CrawlLog.objects.bulk_create([
+            CrawlLog(crawl_id=crawl.pk, created_at=now, level=str(e.get("logLevel", "error"))[:16],
+                     source=str(e.get("context", "crawler"))[:32],
+                     message=str(e.get("message", "")), details=e.get("details") or {})
+            for e in errors
+        ], batch_size=500)
+
+
+def snapshot_from(crawl: Crawl, page: dict, now: dt.datetime,
+                  status: str = SnapshotStatus.DONE) -> Snapshot:
+    http_status = page.get("status")
+    captured = None
+    if page.get("ts"):
+        with contextlib.suppress(ValueError, TypeError):
+            captured = dt.datetime.fromisoformat(str(page["ts"]).replace("Z", "+00:00"))
+    return Snapshot(
+        crawl_id=crawl.pk, url=str(page["url"]), depth=_int(page.get("depth")),
+        seed=bool(page.get("seed")), status=status, error=str(page.get("reason") or "")[:2000],
+        http_status=http_status if isinstance(http_status, int) and 0 <= http_status < 1000 else None,
+        title=str(page.get("title") or "")[:2000], mime=str(page.get("mime") or "")[:200],
+        captured_at=captured, filename=str(page.get("filename") or "")[:300], created_at=now,
+    )
+
+
+def _int(value) -> int:
+    """A crawler's number, or 0: a hostile page record must not stop ingestion."""
+    try:
+        return max(int(value or 0), 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def record_progress(rt: Runtime, obs, held: Held, action: RecordProgress) -> None:
+    crawl = obs.crawl
+    changed = {k: v for k, v in action.values.items() if getattr(crawl, k) != v}
+    if changed.get("pages_done", 0) > crawl.pages_done:
+        changed["progress_at"] = obs.now
+    if changed:
+        rt.save(crawl, obs.now, **changed)
+
+
+# --- commands ------------------------------------------------------------------------------
+
+
+def pause_for_disk(rt: Runtime, obs, held: Held, action: PauseForDisk) -> None:
+    """Pause a running crawl while the disk is full; the disk step queues it again.
+
+    The reason is kept as its waiting reason ("paused: disk 93 % full ..."), which is what
+    tells it from a crawl a person paused.
+    """
+    reason = "paused: " + action.reason.removeprefix("waiting: ").removeprefix("paused: ")
+    if obs.crawl.request_disk_pause(reason, held.token, obs.now):
+        held.pause_reason = reason[:300]
+        rt.note(obs.crawl, f"pausing: {reason.removeprefix('paused: ')}", "warning", obs.now)
+
+
+def limit_stop(rt: Runtime, obs, held: Held, action: LimitStop) -> None:
+    if obs.crawl.request_limit_stop(action.reason, held.token, obs.now):
+        rt.note(obs.crawl, f"stopping: {obs.limit_message}", now=obs.now)
+
+
+def record_user_stop(rt: Runtime, obs, held: Held, action: RecordUserStop) -> None:
+    obs.crawl.record_user_stop(held.token, obs.now)
+
+
+def set_flag(rt: Runtime, obs, held: Held, action: SetFlag) -> None:
+    crawl = obs.crawl
+    rt.store.set_flag(crawl.redis_db, crawl.pk, action.flag)
+    held.flags.add(action.flag)
+    rt.note(crawl, f"asked its crawlers to {crawl.intent or 'stop'}", now=obs.now)
+    if action.flag == "canceled":
+        held.canceled_at = obs.now
+
+
+def clear_flag(rt: Runtime, obs, held: Held, action: ClearFlag) -> None:
+    rt.store.clear_flag(obs.crawl.redis_db, obs.crawl.pk, action.flag)
+    held.flags.discard(action.flag)
+
+
+def send_messages(rt: Runtime, obs, held: Held, action: SendMessages) -> None:
+    crawl = obs.crawl
+    for message in obs.messages:
+        for i in range(crawl.scale):
+            rt.store.client(crawl.redis_db).rpush(f"{hostname(crawl.pk, i)}:msg",
+                                                  json.dumps(message.payload))
+        message.mark_sent(obs.now)
+
+
+def stop_one(rt: Runtime, obs, held: Held, action: StopOne) -> None:
+    rt.store.stop_one(obs.crawl.redis_db, obs.crawl.pk, hostname(obs.crawl.pk, action.instance))
+    held.flags.add(f"stopone-{action.instance}")
+
+
+# --- instances -----------------------------------------------------------------------------
+
+
+def mark_started(rt: Runtime, obs, held: Held, action: MarkStarted) -> None:
+    action.process.mark_running(obs.now)
+
+
+def handle_exit(rt: Runtime, obs, held: Held, action: HandleExit) -> None:
+    """Record how an instance ended, keep its WACZ, remove it; raise CrawlFailed if permanent."""
+    crawl, process, code, now = obs.crawl, action.process, action.code, obs.now
+    reason = decide.classify_exit(code, action.oom)
+    ref = rt.launcher.ref_of(process)
+    tail = ""
+    with contextlib.suppress(LaunchError):
+        tail = rt.launcher.log_tail(ref)
+    keep_session(rt, crawl, process, now)
+    if code is None:
+        process.mark_lost(ExitReason.CRASH, tail, now)
+    else:
+        process.mark_exited(code, reason, tail, now)
+    with contextlib.suppress(EngineUnavailable):
+        rt.launcher.remove(ref)
+    if process.instance >= crawl.scale and crawl.redis_db is not None:
+        # Scaled down: it finished on `stopone`; the crawl no longer waits for it.
+        with contextlib.suppress(redis.RedisError):
+            rt.store.forget_instance(crawl.redis_db, crawl.pk, process.hostname)
+        held.flags.discard(f"stopone-{process.instance}")
+    if code != 0:
+        what = "vanished" if code is None else f"exited with code {code} ({reason})"
+        rt.note(crawl, f"instance {process.hostname} {what}", "warning" if code else "info",
+                now, exit_code=code, log_tail=tail[-1000:])
+    if reason == ExitReason.PERMANENT:
+        last = tail.strip().splitlines()[-1] if tail.strip() else ""
+        kind = "refused its configuration" if code == 4 else "hit a fatal error"
+        raise CrawlFailed(f"crawler instance {process.hostname} {kind} (exit {code})"
+                          + (f": {last[:300]}" if last else ""))
+    if reason == ExitReason.DISK and not crawl.intent:
+        pause_for_disk(rt, obs, held, PauseForDisk(f"disk: crawler instance {process.hostname} "
+                                                   f"ran out of disk space (exit {code})"))
+
+
+def keep_session(rt: Runtime, crawl: Crawl, process: Process, now: dt.datetime) -> None:
+    """Keep what an ended instance archived, and forget it in its folder (docs/architecture.md)."""
+    data_dir = rt.settings.data_dir
+    kept = archive.collect_wacz(data_dir, crawl, process, now)
+    if kept is None:
+        return
+    held = rt.held.get(crawl.pk)
+    if kept.new:
+        rt.event(f"crawl {crawl.short_id}: kept {kept.path.name} ({kept.size} bytes)")
+        if held and held.files_bytes is not None:
+            held.files_bytes += kept.size
+    left = archive.forget_archived(data_dir, crawl, process, kept.path)
+    if left is not None and crawl.redis_db is not None:
+        try:
+            rt.store.set_size(crawl.redis_db, crawl.pk, process.hostname, left)
+        except redis.RedisError as exc:
+            log.warning("crawl %s: could not reset the size of %s (%s)", crawl.short_id,
+                        process.hostname, type(exc).__name__)
+
+
+def engine_state(rt: Runtime, obs, held: Held, action: EngineState) -> None:
+    crawl = obs.crawl
+    if action.down and not held.engine_down:
+        held.engine_down = True
+        rt.note(crawl, "the Docker engine does not answer; crawlers keep running", "warning", obs.now)
+        rt.set_waiting_reason(crawl, ENGINE_WAIT, obs.now)
+    elif not action.down and held.engine_down:
+        held.engine_down = False
+        if crawl.waiting_reason == ENGINE_WAIT:
+            rt.set_waiting_reason(crawl, "", obs.now)
+
+
+def count_time(rt: Runtime, obs, held: Held, action: CountTime) -> None:
+    quotas.count_crawl_time(obs.crawl, obs.now)
+    held.counted_at = obs.now
+
+
+def cancel_timeout(rt: Runtime, obs, held: Held, action: CancelTimeout) -> None:
+    # A canceled crawl keeps nothing, so there is nothing to wait for.
+    rt.note(obs.crawl, f"crawlers still running {rt.cancel_grace:g} s after the cancel; "
+                       "removing them", "warning", obs.now)
+    from runner.steps import finish as finishing
+
+    finishing.finish(rt, obs.crawl, decide.Outcome(S.CANCELED, "user"), obs.now)
+
+
+# --- launching -----------------------------------------------------------------------------
+
+
+def launch(rt: Runtime, obs, held: Held, action: Launch) -> None:
+    crawl, now = obs.crawl, obs.now
+    process = action.pending or plan_launch(rt, crawl, action.instance, now)
+    if action.pending is None:
+        obs.processes.append(process)
+        if process.retry_at and process.retry_at > now:
+            return
+    elif not action.due:
+        return
+    found = find_started(rt, process)
+    if found is not None:
+        process.mark_running(now, ref=found.ref, runner=rt.id, launcher=rt.launcher.name)
+        rt.event(f"crawl {crawl.short_id}: instance {process.instance} was already running; following it")
+        return
+    start_instance(rt, crawl, held, process, now)
+
+
+def find_started(rt: Runtime, process: Process):
+    """An instance already started for this row (a crash cut its launch short), or None."""
+    find = getattr(rt.launcher, "find", None)
+    if find is None:
+        return None
+    try:
+        instance = find(process)
+    except EngineUnavailable:
+        return None
+    return instance if instance is not None and instance.running else None
+
+
+def plan_launch(rt: Runtime, crawl: Crawl, instance: int, now: dt.datetime) -> Process:
+    """A Process row for the next launch of `instance`, due after its backoff."""
+    history = list(Process.objects.filter(crawl=crawl, instance=instance)
+                   .order_by("created_at", "pk").values_list("exit_reason", "status"))
+    failures = decide.failures_of(history)
+    if failures >= rt.settings.max_launch_attempts:
+        raise CrawlFailed(f"crawler instance {hostname(crawl.pk, instance)} failed {failures} times; "
+                          "giving up (see the crawl's log)")
+    delay = decide.relaunch_delay(failures) if history and history[-1][0] in FAILED_ATTEMPT else 0.0
+    if history and history[-1][0] == ExitReason.REDIS:
+        delay = max(delay, REDIS_RELAUNCH)
+    if delay:
+        rt.note(crawl, f"relaunching instance {instance} in {delay:g} s (failure {failures})", now=now)
+    return Process.objects.create(
+        crawl=crawl, instance=instance, hostname=hostname(crawl.pk, instance),
+        launcher=rt.launcher.name, runner=rt.id, status=ProcessStatus.STARTING,
+        retry_at=now + dt.timedelta(seconds=delay), created_at=now,
+    )
+
+
+def crawler_config(rt: Runtime, crawl: Crawl, now: dt.datetime) -> dict:
+    """The crawler's config file: the crawl's config, with what is left of its limits, so
+    the crawler itself stops within them (crawler-protocol.md: per session)."""
+    config = crawl.launch_config()
+    page_limit = min(filter(None, [config.page_limit, crawl.org.max_pages_per_crawl]), default=None)
+    values = config.crawler_config(page_limit)
+    if config.size_limit and not crawl.config_override:
+        values["sizeLimit"] = max(config.size_limit - crawl.size_bytes, 1)
+    if config.time_limit and not crawl.config_override:
+        values["timeLimit"] = max(int(config.time_limit - crawl.elapsed_seconds), 1)
+    return values
+
+
+def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now: dt.datetime) -> bool:
+    instance_dir = rt.settings.crawls_dir / crawl.pk / str(process.instance)
+    instance_dir.mkdir(parents=True, exist_ok=True)
+    config_path = instance_dir / CONFIG_NAME
+    config_path.unlink(missing_ok=True)  # a link a crawler planted is replaced, never followed
+    config_path.write_text(json.dumps(crawler_config(rt, crawl, now)))
+    spec = LaunchSpec(
+        crawl_id=crawl.pk, instance=process.instance, process_id=process.pk,
+        instance_dir=instance_dir, workers=crawl.launch_config().workers, redis=rt.store.endpoint,
+        db=crawl.redis_db, runner_id=rt.id,
+        disk_utilization=int(rt.settings.disk_threshold_percent),
+    )
+    try:
+        launched = rt.launcher.launch(spec)
+    except EngineUnavailable as exc:
+        engine_away(rt, crawl, held, process, exc, now)
+        return False
+    except LaunchError as exc:
+        if exc.permanent:
+            raise CrawlFailed(f"cannot launch its crawler: {exc}") from exc
+        process.mark_lost(ExitReason.CRASH, str(exc), now)
+        rt.note(crawl, f"launching instance {process.instance} failed: {exc}", "warning", now)
+        return False
+    process.mark_running(now, ref=launched.container_id, pid=launched.pid, image=launched.image,
+                         args=launched.args, runner=rt.id, launcher=rt.launcher.name)
+    rt.event(f"crawl {crawl.short_id}: launched instance {process.instance} ({rt.launcher.name})")
+    if crawl.status in (S.STARTING, S.WAITING_CAPACITY):
+        crawl.mark_running(held.token, now)
+    return True
+
+
+def engine_away(rt: Runtime, crawl: Crawl, held: Held, process: Process, exc: Exception,
+                now: dt.datetime) -> None:
+    """No launch while the engine is away: the row waits, the crawl says why (once)."""
+    process.defer(now + dt.timedelta(seconds=ENGINE_RETRY))
+    rt.listed = None  # do not wait for the engine again this tick
+    if crawl.waiting_reason == ENGINE_WAIT:
+        return
+    rt.note(crawl, f"cannot launch: {exc}", "warning", now)
+    if crawl.status in (S.STARTING, S.RUNNING):
+        crawl.mark_waiting(S.WAITING_CAPACITY, ENGINE_WAIT, held.token, now)
+    else:
+        rt.set_waiting_reason(crawl, ENGINE_WAIT, now)
+
+
+# --- state ---------------------------------------------------------------------------------
+
+
+def follow_state(rt: Runtime, obs, held: Held, action: FollowState) -> None:
+    crawl = obs.crawl
+    if action.state == S.RUNNING:
+        crawl.mark_running(held.token, obs.now)
+    elif crawl.status != S.WAITING_CAPACITY:
+        crawl.mark_finishing(action.state, held.token, obs.now)
+
+
+def stalled(rt: Runtime, obs, held: Held, action: Stalled) -> None:
+    crawl, now, minutes = obs.crawl, obs.now, rt.settings.stall_minutes
+    if not crawl.record_stall(held.token, now):
+        return
+    if crawl.stalls_exhausted:
+        raise CrawlFailed(f"no page was done for {minutes:g} minutes, {crawl.stalls} times",
+                          stop_reason="stalled")
+    rt.note(crawl, f"stalled: no page done for {minutes:g} minutes; restarting its crawlers",
+            "warning", now)
+    restart_instances(rt, crawl, now)
+
+
+def restart_instances(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
+    """Stop every running instance (SIGTERM, so it packages what it has) and keep its WACZ;
+    the next launch round starts them again. Not a failure: no backoff, no attempt used."""
+    for process in crawl.processes.filter(status=ProcessStatus.RUNNING):
+        rt.launcher.remove(rt.launcher.ref_of(process))
+        keep_session(rt, crawl, process, now)
+        process.mark_removed(now)
+
+
+def finish_crawl(rt: Runtime, obs, held: Held, action: Finish) -> None:
+    from runner.steps import finish as finishing
+
+    finishing.finish(rt, obs.crawl, action.outcome, obs.now)
+
+
+APPLY = {
+    RedisDown: redis_down, Corrupt: corrupt, RedisBack: redis_back, Fail: fail_now,
+    Ingest: ingest_all, RecordProgress: record_progress, PauseForDisk: pause_for_disk,
+    LimitStop: limit_stop, RecordUserStop: record_user_stop, SetFlag: set_flag,
+    ClearFlag: clear_flag, SendMessages: send_messages, StopOne: stop_one,
+    MarkStarted: mark_started, HandleExit: handle_exit, EngineState: engine_state,
+    CountTime: count_time, CancelTimeout: cancel_timeout, Launch: launch,
+    Finish: finish_crawl, FollowState: follow_state, Stalled: stalled,
+}
+
+__all__ = ["APPLY", "CrawlFailed", "DISK_PAUSE", "Intent", "Outcome", "carry_out"]

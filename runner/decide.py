@@ -1,0 +1,375 @@
+"""The runner's decisions, as pure functions of what it observed: no database, Redis or engine.
+
+`first_round(obs, held, policy)` and `second_round(obs, held, policy)` turn an Observation
+(runner/observe.py) into a list of actions (small frozen dataclasses below) that
+runner/apply.py carries out. Tests call these with hand-made observations and a pinned
+clock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from crawls.models import (
+    STOPPED_STATE,
+    CrawlStatus,
+    ExitReason,
+    Intent,
+    Process,
+    ProcessStatus,
+    StopReason,
+)
+from runner.launchers import hostname
+from runner.progress import FINISHED_STATUSES
+
+S = CrawlStatus
+
+RELAUNCH_BASE = 1.0  # first relaunch backoff; doubles per failure, capped
+RELAUNCH_CAP = 60.0
+CRAWLER_STATE = {
+    "running": S.RUNNING,
+    "pending-wait": S.PENDING_WAIT,
+    "generate-wacz": S.GENERATE_WACZ, "generate-cdx": S.GENERATE_WACZ,
+    "generate-warc": S.GENERATE_WACZ, "uploading-wacz": S.GENERATE_WACZ,
+}
+# Exits that count against ARCHIVER_MAX_LAUNCH_ATTEMPTS. Redis or the disk going away, a
+# runner dying or archiver removing an instance are not failures of the crawler.
+FAILED_ATTEMPT = (ExitReason.CRASH, ExitReason.OOM)
+FLAG_FOR_INTENT = {Intent.CANCEL: "canceled", Intent.STOP: "stopping", Intent.PAUSE: "paused"}
+
+
+# --- exits, backoff, outcome ------------------------------------------------------------
+
+
+def classify_exit(code: int | None, oom: bool = False) -> str:
+    """What an instance's exit code means (crawler-protocol.md, "Exit codes").
+
+    137 without the engine's OOM flag is a kill, not an out-of-memory: a crash.
+    """
+    if code is None:
+        return ExitReason.CRASH
+    if oom:
+        return ExitReason.OOM
+    return {
+        0: ExitReason.DONE, 3: ExitReason.DISK, 8: ExitReason.REDIS, 11: ExitReason.INTERRUPTED,
+        13: ExitReason.INTERRUPTED, 4: ExitReason.PERMANENT, 17: ExitReason.PERMANENT,
+        14: ExitReason.LIMIT, 15: ExitReason.LIMIT, 16: ExitReason.DISK,
+    }.get(code, ExitReason.CRASH)
+
+
+def relaunch_delay(failures: int) -> float:
+    """Backoff before the next launch of an instance that failed `failures` times."""
+    return 0.0 if failures <= 0 else min(RELAUNCH_BASE * 2 ** (failures - 1), RELAUNCH_CAP)
+
+
+def failures_of(history: list[tuple[str, str]]) -> int:
+    """Failed attempts among an instance's (exit_reason, status) history."""
+    return sum(1 for reason, _status in history if reason in FAILED_ATTEMPT)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    stop_reason: str = ""
+    error: str = ""
+
+
+def decide_outcome(statuses: list[str | None], *, intent: str, stop_reason: str,
+                   pages_done: int, pages_found: int, has_files: bool) -> Outcome | None:
+    """How a crawl ends, from its instances' statuses (one per expected instance); None = not yet.
+
+    crawler-protocol.md: finished when every instance is done or failed; at least one done
+    is a success (or the stop reason's state); none done is a failure, or canceled when a
+    stop was asked for before any page was done. A pause ends when every instance is
+    interrupted (or done).
+    """
+    if not statuses or any(s is None for s in statuses):
+        return None
+    if intent == Intent.PAUSE and set(statuses) <= {"interrupted", "done"} and "interrupted" in statuses:
+        return Outcome(S.PAUSED)
+    if not set(statuses) <= set(FINISHED_STATUSES):
+        return None
+    if intent == Intent.CANCEL or "canceled" in statuses:
+        return Outcome(S.CANCELED, StopReason.USER)
+    if "done" in statuses:
+        if pages_found == 1 and not has_files:
+            return Outcome(S.FAILED, stop_reason, "the crawl found one page and produced no archive")
+        return Outcome(STOPPED_STATE.get(stop_reason, S.COMPLETE), stop_reason)
+    if (intent == Intent.STOP or stop_reason) and pages_done == 0:
+        return Outcome(S.CANCELED, stop_reason or StopReason.USER)
+    return Outcome(S.FAILED, stop_reason, "every crawler instance failed")
+
+
+def crawl_state_for(statuses: list[str]) -> str | None:
+    """The crawl state its live instances' crawler statuses add up to (the least advanced)."""
+    states = [CRAWLER_STATE[s] for s in statuses if s in CRAWLER_STATE]
+    for state in (S.RUNNING, S.GENERATE_WACZ, S.PENDING_WAIT):
+        if state in states:
+            return state
+    return None
+
+
+def elapsed_now(elapsed_seconds: float, processes: list[Process], now: dt.datetime) -> float:
+    """The crawl's running time now: what is counted plus the longest uncounted run, so a
+    time limit holds within one tick, not within the counting interval."""
+    uncounted = [(now - (p.counted_until or p.started_at)).total_seconds() for p in processes
+                 if p.status == ProcessStatus.RUNNING and (p.counted_until or p.started_at)]
+    return elapsed_seconds + max([0.0, *uncounted])
+
+
+# --- actions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fail:
+    error: str
+    stop_reason: str = ""
+
+
+@dataclass(frozen=True)
+class RedisDown:
+    what: str
+
+
+@dataclass(frozen=True)
+class RedisBack:
+    pass
+
+
+@dataclass(frozen=True)
+class Corrupt:
+    message: str
+
+
+@dataclass(frozen=True)
+class Ingest:
+    pass  # pages, error lines and failed pages of the observation, drained further if more
+
+
+@dataclass(frozen=True)
+class RecordProgress:
+    values: dict = field(hash=False)
+
+
+@dataclass(frozen=True)
+class PauseForDisk:
+    reason: str
+
+
+@dataclass(frozen=True)
+class LimitStop:
+    reason: str
+
+
+@dataclass(frozen=True)
+class RecordUserStop:
+    pass
+
+
+@dataclass(frozen=True)
+class SetFlag:
+    flag: str
+
+
+@dataclass(frozen=True)
+class ClearFlag:
+    flag: str
+
+
+@dataclass(frozen=True)
+class SendMessages:
+    pass
+
+
+@dataclass(frozen=True)
+class StopOne:
+    instance: int
+
+
+@dataclass(frozen=True)
+class MarkStarted:
+    process: Process = field(hash=False)
+
+
+@dataclass(frozen=True)
+class HandleExit:
+    process: Process = field(hash=False)
+    code: int | None
+    oom: bool = False
+
+
+@dataclass(frozen=True)
+class EngineState:
+    down: bool
+
+
+@dataclass(frozen=True)
+class CountTime:
+    pass
+
+
+@dataclass(frozen=True)
+class CancelTimeout:
+    pass
+
+
+@dataclass(frozen=True)
+class Launch:
+    instance: int
+    pending: Process | None = field(default=None, hash=False)
+    due: bool = True
+
+
+@dataclass(frozen=True)
+class Finish:
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class FollowState:
+    state: str
+
+
+@dataclass(frozen=True)
+class Stalled:
+    pass
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The settings decisions depend on."""
+
+    redis_grace: float
+    corrupt_grace: float
+    cancel_grace: float
+    count_every: float
+    stall_minutes: float
+
+
+# --- the plan ---------------------------------------------------------------------------
+
+
+def first_round(obs, held, policy: Policy) -> list:
+    """Progress in, commands out, instances checked: everything that does not need the
+    instances' statuses as they are after this round's exits."""
+    if obs.fault is not None:
+        return fault_actions(obs, held, policy) + instance_actions(obs, held, policy)
+    actions: list = [RedisBack()] if held.redis_down_since or held.corrupt_since else []
+    actions += [Ingest(), RecordProgress(obs.progress_values)]
+    actions += command_actions(obs, held)
+    actions += instance_actions(obs, held, policy)
+    if held.canceled_at and (obs.now - held.canceled_at).total_seconds() >= policy.cancel_grace:
+        actions.append(CancelTimeout())
+    return actions
+
+
+def fault_actions(obs, held, policy: Policy) -> list:
+    """Redis unreachable, or its data for this crawl unreadable: wait, then fail."""
+    kind, what = obs.fault
+    since = held.redis_down_since if kind == "unreachable" else held.corrupt_since
+    waited = (obs.now - since).total_seconds() if since else 0.0
+    if kind == "unreachable":
+        if since and waited >= policy.redis_grace:
+            return [Fail(f"Redis was unreachable for {policy.redis_grace:g} s")]
+        return [RedisDown(what)]
+    if since and waited >= policy.corrupt_grace:
+        return [Fail(f"its progress data in Redis cannot be read: {what}")]
+    return [Corrupt(what)]
+
+
+def command_actions(obs, held) -> list:
+    """Intents, limits and the disk become Redis commands, each sent once per lease."""
+    crawl, actions = obs.crawl, []
+    if obs.disk_reason and not crawl.intent and crawl.status in S.RUNNING_STATES:
+        actions.append(PauseForDisk(obs.disk_reason))
+    elif obs.limit_reason and crawl.intent != Intent.CANCEL and not crawl.stop_reason:
+        actions.append(LimitStop(obs.limit_reason))
+    intent = Intent.PAUSE if any(isinstance(a, PauseForDisk) for a in actions) else crawl.intent
+    if any(isinstance(a, LimitStop) for a in actions):
+        intent = Intent.STOP
+    if crawl.intent == Intent.STOP and not crawl.stop_reason:
+        actions.append(RecordUserStop())
+    wanted = FLAG_FOR_INTENT.get(intent)
+    if wanted and wanted not in held.flags:
+        actions.append(SetFlag(wanted))
+    # A resumed crawl that waited (or was paused before): make sure it is not paused.
+    if intent != Intent.PAUSE and ("paused" in held.flags or crawl.status in (S.STARTING, S.WAITING_CAPACITY)):
+        actions.append(ClearFlag("paused"))
+    if obs.messages:
+        actions.append(SendMessages())
+    for i, status in obs.instance_statuses.items():
+        if i >= crawl.scale and f"stopone-{i}" not in held.flags and status not in FINISHED_STATUSES:
+            actions.append(StopOne(i))
+    return actions
+
+
+def instance_actions(obs, held, policy: Policy) -> list:
+    """Exits to record, rows now running, the engine's state, time to count."""
+    actions: list = []
+    for process in obs.processes:
+        if process.started_at is None:
+            continue
+        if process.pk not in obs.instances:
+            continue  # the engine did not answer for it: nothing is known
+        instance = obs.instances[process.pk]
+        if instance is not None and instance.running:
+            if process.status == ProcessStatus.STARTING:
+                actions.append(MarkStarted(process))
+            continue
+        actions.append(HandleExit(process, instance.exit_code if instance else None,
+                                  bool(instance and instance.oom)))
+    exited = any(isinstance(a, HandleExit) for a in actions)
+    if exited or held.counted_at is None or \
+            (obs.now - held.counted_at).total_seconds() >= policy.count_every:
+        actions.append(CountTime())
+    actions.append(EngineState(obs.engine_down))
+    return actions
+
+
+def second_round(obs, held, policy: Policy) -> list:
+    """With the statuses as they are now: launch what is missing, or finish, or follow."""
+    crawl = obs.crawl
+    if obs.fault is not None or obs.engine_down:
+        return []
+    statuses = obs.instance_statuses
+    live = [p for p in obs.processes if p.is_live]
+    launches = launch_actions(obs, live)
+    if not live and not launches:
+        outcome = decide_outcome(
+            [statuses.get(i) for i in range(crawl.scale)], intent=crawl.intent,
+            stop_reason=crawl.stop_reason, pages_done=crawl.pages_done,
+            pages_found=crawl.pages_found, has_files=obs.has_files)
+        if outcome:
+            return [Finish(outcome)]
+    actions: list = list(launches)
+    state = crawl_state_for([statuses.get(i, "") for i in range(crawl.scale)]) if (live or launches) else None
+    if state and state != crawl.status and crawl.status in (*S.RUNNING_STATES, S.WAITING_CAPACITY):
+        actions.append(FollowState(state))
+    if crawl.is_stalled(obs.now, policy.stall_minutes):
+        actions.append(Stalled())
+    return actions
+
+
+def launch_actions(obs, live: list[Process]) -> list[Launch]:
+    """Every instance that should run and does not: new, relaunched after an exit, resumed.
+    A pending row (its backoff runs) is launched once due."""
+    crawl, actions = obs.crawl, []
+    for i in range(crawl.scale):
+        status = obs.instance_statuses.get(i)
+        if status in FINISHED_STATUSES or (status == "interrupted" and crawl.intent == Intent.PAUSE):
+            continue
+        mine = [p for p in live if p.instance == i]
+        pending = next((p for p in mine if p.started_at is None), None)
+        if mine and pending is None:
+            continue
+        due = pending is None or pending.retry_at is None or pending.retry_at <= obs.now
+        actions.append(Launch(i, pending, due))  # not due: its backoff runs, it counts as live
+    return actions
+
+
+def instance_index(crawl_id: str, host: str) -> int | None:
+    """The instance number of `crawl-<id>-<i>`, or None for another name."""
+    prefix = f"{hostname(crawl_id, 0)[:-1]}"
+    tail = host.removeprefix(prefix) if host.startswith(prefix) else ""
+    return int(tail) if tail.isdigit() else None

@@ -1,0 +1,1 @@
+"""The runner's one-pass steps: each is `step(rt, now) -> found work`."""

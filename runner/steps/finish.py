@@ -1,0 +1,206 @@
+"""Ending a held crawl: finished, failed, paused, or ended before it ran; and what goes with
+it (the last progress read, instances removed, files kept, Redis flushed then released).
+
+Nothing a crawl archived is deleted here unless the crawl was canceled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import shutil
+
+import redis
+
+from archiver.errors import LaunchError
+from crawls import quotas
+from crawls.models import STOPPED_STATE, Crawl, CrawlStatus, Intent, StopReason
+from runner import archive
+from runner.apply import ingest, keep_session
+from runner.decide import Outcome
+from runner.observe import failed_offset, files_bytes, progress_values
+from runner.state import Runtime
+
+log = logging.getLogger("runner.daemon")
+S = CrawlStatus
+READ_REST_BATCHES = 10_000
+
+
+def finish(rt: Runtime, crawl: Crawl, outcome: Outcome, now: dt.datetime) -> None:
+    held = rt.held[crawl.pk]
+    if outcome.status == S.PAUSED:
+        return pause(rt, crawl, now)
+    db = crawl.redis_db
+    with contextlib.suppress(redis.RedisError):
+        read_rest(rt, crawl, now)
+    remove_instances(rt, crawl, now)
+    quotas.count_crawl_time(crawl, now)
+    if crawl.config_override:
+        settle_retried_pages(rt, crawl, now)
+    if outcome.status == S.CANCELED:
+        archive.delete_files(rt.settings.data_dir, crawl)
+    elif kept := files_bytes(crawl):
+        rt.save(crawl, now, size_bytes=kept)
+    if not crawl.finish(outcome.status, held.token, now, stop_reason=outcome.stop_reason,
+                        error=outcome.error):
+        rt.hands_off(crawl.pk, "finishing it was refused")
+        return
+    rt.held.pop(crawl.pk, None)
+    clean_up(rt, crawl, db)
+    rt.event(f"crawl {crawl.short_id}: {outcome.status} pages={crawl.pages_done}/{crawl.pages_found}"
+             + (f" ({outcome.error})" if outcome.error else ""))
+
+
+def pause(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
+    """Every instance was interrupted on our pause: the crawl waits, its queue kept in Redis."""
+    held = rt.held[crawl.pk]
+    remove_instances(rt, crawl, now)
+    quotas.count_crawl_time(crawl, now)
+    record_size(rt, crawl, now)
+    reason = held.pause_reason or (crawl.waiting_reason
+                                   if crawl.waiting_reason.startswith("paused: disk") else "")
+    if crawl.mark_paused(held.token, now, reason):
+        rt.event(f"crawl {crawl.short_id}: paused" + (f" ({reason})" if reason else ""))
+        slot_freed(rt, crawl)
+    rt.held.pop(crawl.pk, None)
+
+
+def fail(rt: Runtime, crawl: Crawl, token: int, error: str, now: dt.datetime,
+         stop_reason: str = "") -> None:
+    """End a crawl as failed with `error`, whatever its instances are doing. What it
+    archived is kept: sessions packaged or not are recorded before its folder goes."""
+    db = crawl.redis_db
+    with contextlib.suppress(redis.RedisError):
+        if db is not None:
+            drain_rest(rt, crawl, now)
+    with contextlib.suppress(LaunchError):
+        remove_instances(rt, crawl, now)
+    if crawl.finish(S.FAILED, token, now, stop_reason=stop_reason or crawl.stop_reason, error=error[:2000]):
+        rt.note(crawl, f"failed: {error}", "error", now)
+        if kept := files_bytes(crawl):
+            Crawl.objects.filter(pk=crawl.pk).update(size_bytes=kept)
+        clean_up(rt, crawl, db)
+    rt.held.pop(crawl.pk, None)
+
+
+def end_paused(rt: Runtime, crawl: Crawl, token: int, now: dt.datetime) -> bool:
+    """A paused crawl we claimed: stopped or canceled on request, or paused too long."""
+    db = crawl.redis_db
+    if crawl.intent in (Intent.STOP, Intent.CANCEL):
+        end_without_running(rt, crawl, token, now)
+    elif crawl.pause_expired(now, rt.settings.pause_limit):
+        if crawl.finish(S.STOPPED_PAUSE_LIMIT, token, now, stop_reason=StopReason.PAUSE_LIMIT):
+            clean_up(rt, crawl, db)
+            rt.event(f"crawl {crawl.short_id}: stopped, paused longer than allowed")
+    else:
+        Crawl.objects.release(crawl.pk, token, crawl.paused_at + dt.timedelta(
+            seconds=rt.settings.pause_limit))
+    rt.held.pop(crawl.pk, None)
+    return True
+
+
+def end_without_running(rt: Runtime, crawl: Crawl, token: int, now: dt.datetime) -> bool:
+    """A crawl asked to stop or cancel before (re)starting ends with what it has."""
+    db = crawl.redis_db
+    if crawl.intent == Intent.CANCEL or not crawl.files.exists():
+        archive.delete_files(rt.settings.data_dir, crawl)
+        status, reason = S.CANCELED, StopReason.USER
+    else:
+        status, reason = STOPPED_STATE[StopReason.USER], StopReason.USER
+    if crawl.finish(status, token, now, stop_reason=reason):
+        clean_up(rt, crawl, db)
+        rt.event(f"crawl {crawl.short_id}: {status}")
+    return False
+
+
+def read_rest(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
+    """The last counters, pages, failed pages and error lines the crawlers wrote."""
+    held = rt.held[crawl.pk]
+    for _ in range(READ_REST_BATCHES):
+        progress = rt.store.read(crawl.redis_db, crawl.pk, failed_offset=failed_offset(crawl, held))
+        ingest(crawl, progress.pages, progress.errors, now, progress.failed_pages)
+        held.failed_read = progress.failed
+        values = progress_values(crawl, progress, files_bytes(crawl))
+        changed = {k: v for k, v in values.items() if getattr(crawl, k) != v}
+        if changed:
+            rt.save(crawl, now, **changed)
+        if not progress.more:
+            return
+
+
+def drain_rest(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
+    for _ in range(READ_REST_BATCHES):
+        pages, errors = rt.store.drain(crawl.redis_db, crawl.pk)
+        if not pages and not errors:
+            return
+        ingest(crawl, pages, errors, now)
+
+
+def settle_retried_pages(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
+    """The end of a failed-pages session: a page it did not report stays failed."""
+    from crawls.models import SnapshotStatus
+
+    crawl.snapshots.filter(status=SnapshotStatus.QUEUED).update(
+        status=SnapshotStatus.FAILED, error="not archived by the failed-pages session")
+    rt.save(crawl, now, pages_failed=crawl.failed_pages().count(),
+            pages_done=crawl.snapshots.filter(status=SnapshotStatus.DONE).count())
+
+
+def record_size(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
+    """size_bytes once no instance runs: kept files plus what is left in progress."""
+    with contextlib.suppress(redis.RedisError):
+        size = files_bytes(crawl) + rt.store.size(crawl.redis_db, crawl.pk)
+        if size != crawl.size_bytes:
+            rt.save(crawl, now, size_bytes=size)
+
+
+def remove_instances(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
+    """Stop and remove every live instance, keeping what each had packaged."""
+    for process in crawl.processes.live():
+        if process.started_at is not None:
+            rt.launcher.remove(rt.launcher.ref_of(process))
+            keep_session(rt, crawl, process, now)
+        process.mark_removed(now)
+
+
+def clean_up(rt: Runtime, crawl: Crawl, db: int | None = None) -> None:
+    """After the crawl is final: what its crawlers left unpackaged is kept, its working
+    folder goes, its Redis database is flushed and only then released."""
+    if crawl.status != S.CANCELED:
+        warnings = archive.keep_leftovers(rt.settings.data_dir, crawl, rt.clock())
+        for warning in warnings:
+            rt.note(crawl, warning, "warning")
+        if warnings:
+            crawl.size_bytes = files_bytes(crawl)
+            Crawl.objects.filter(pk=crawl.pk).update(size_bytes=crawl.size_bytes)
+    shutil.rmtree(rt.settings.crawls_dir / crawl.pk, ignore_errors=True)
+    db = crawl.redis_db if db is None else db
+    if db is not None:
+        release_redis(rt, crawl, db)
+    slot_freed(rt, crawl)
+
+
+def release_redis(rt: Runtime, crawl: Crawl, db: int) -> bool:
+    """Flush the crawl's Redis database, then give it back: never the other way round."""
+    try:
+        rt.store.flush(db)
+        rt.store.forget(db)
+        revoke = getattr(rt.store, "revoke", None)
+        if revoke is not None:
+            revoke(crawl.pk)
+    except redis.RedisError as exc:
+        log.warning("crawl %s: could not flush Redis db %s (%s); trying again later",
+                    crawl.short_id, db, type(exc).__name__)
+        return False
+    return crawl.release_redis_db(db)
+
+
+def slot_freed(rt: Runtime, crawl: Crawl) -> None:
+    """A crawl of this org stopped running: its oldest waiting crawl may start now, not
+    after the org retry delay (unleased ones only; the claim keeps the age order)."""
+    if crawl.org.max_concurrent_crawls is not None:
+        Crawl.objects.filter(org_id=crawl.org_id, status=S.WAITING_ORG_LIMIT, lease_owner="").update(
+            retry_at=rt.clock())
+
+

@@ -1,0 +1,78 @@
+"""The steps after supervision: schedules, retention, disk resume, Redis databases left over.
+
+Each is `step(rt, now) -> found work`; the Runner keeps them as a list of (name, step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+
+from archiver.errors import ArchiverError
+from crawls import admission, retention, schedules
+from crawls.models import Crawl
+from runner.state import Runtime
+from runner.steps import finish
+
+PURGE_EVERY = 60.0  # retention looks for expired crawls this often
+PURGE_AGAIN = 1.0  # ... or this soon when its last pass had a full batch or more
+
+
+def fire_schedules(rt: Runtime, now: dt.datetime) -> bool:
+    """Queue the crawls of due schedules (docs/lifecycle.md §5)."""
+    if rt.stopping:
+        return False
+    return schedules.fire_due_schedules(rt.id, now)
+
+
+class Retention:
+    """Retention, at most once a minute, or again soon while there is more to delete."""
+
+    def __init__(self):
+        self.next_purge: dt.datetime | None = None
+
+    def __call__(self, rt: Runtime, now: dt.datetime) -> bool:
+        if self.next_purge is not None and now < self.next_purge:
+            return False
+        found = retention.purge_expired(now, settings=rt.settings)
+        self.next_purge = now + dt.timedelta(seconds=PURGE_AGAIN if found else PURGE_EVERY)
+        return found
+
+
+def resume_after_disk(rt: Runtime, now: dt.datetime) -> bool:
+    """Crawls the runner paused for a full disk are queued again once there is room: below
+    the threshold, and free space for packaging what each holds.
+
+    Only those: a crawl a person paused keeps an empty waiting reason and stays paused.
+    """
+    paused = list(Crawl.objects.paused_for_disk())
+    if not paused:
+        return False
+    try:
+        if rt.disk_check() is not None:
+            return False
+        free = rt.host_usage().disk_free
+    except OSError:
+        return False
+    resumed = 0
+    for crawl in paused:
+        unpacked = max(crawl.size_bytes - finish.files_bytes(crawl), 0)
+        if free < admission.packaging_room(unpacked):
+            continue
+        with contextlib.suppress(ArchiverError):  # resumed or ended by someone meanwhile
+            crawl.resume(now)
+            resumed += 1
+            rt.event(f"crawl {crawl.short_id}: disk space is back; resuming")
+    return bool(resumed)
+
+
+def release_redis_left_over(rt: Runtime, now: dt.datetime) -> bool:
+    """Final crawls still holding a Redis database (a crash between finishing and
+    flushing): flush and release them, so the index can be won again."""
+    # Only crawls ended a while ago: the runner that finished one releases it within the
+    # tick, and a flush racing that release could hit a crawl that has won the index since.
+    settled = now - dt.timedelta(seconds=2 * rt.settings.lease_seconds)
+    found = False
+    for crawl in Crawl.objects.final_holding_redis().filter(finished_at__lt=settled)[:20]:
+        found |= finish.release_redis(rt, crawl, crawl.redis_db)
+    return found

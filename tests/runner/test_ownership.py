@@ -1,0 +1,149 @@
+"""Resources a crawl uses are owned through its lease: its Redis database, its home (the
+runner and data dir holding its instances and files), its instances."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from crawls.models import Crawl, CrawlStatus, ExitReason, ProcessStatus, RunnerRecord
+from runner.daemon import RunnerBusy
+from runner.steps import claim
+from tests.runner.conftest import T0
+from tests.runner.test_steps import end_instance, keys, later, report
+
+S = CrawlStatus
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def several_runners(monkeypatch):
+    """Runners of several data dirs on this (SQLite) test database: what PostgreSQL
+    deployments do; SQLite itself refuses it (tested below)."""
+    monkeypatch.setattr("runner.daemon.refuse_shared_sqlite", lambda *args: None)
+
+
+def test_a_redis_database_held_by_one_crawl_cannot_be_taken_by_another(make_crawl):
+    first, second = make_crawl(), make_crawl()
+    Crawl.objects.filter(pk__in=[first.pk, second.pk]).update(lease_token=7)
+    first.refresh_from_db()
+    second.refresh_from_db()
+
+    assert first.take_redis_db(5, token=7)
+    assert not second.take_redis_db(5, token=7)  # the unique index refuses the second holder
+    assert second.take_redis_db(6, token=7)
+    assert Crawl.objects.get(pk=second.pk).redis_db == 6
+
+
+def test_allocation_skips_a_database_another_runner_won_since_we_looked(make_runner, make_crawl, fake,
+                                                                       store, monkeypatch):
+    other, crawl = make_crawl(), make_crawl()
+    Crawl.objects.filter(pk=other.pk).update(redis_db=1, status=S.RUNNING)  # won meanwhile
+    store.client(1).set("theirs", "kept")
+    runner = make_runner(fake)
+    # The list of used databases was read before the other runner won db 1.
+    monkeypatch.setattr(Crawl.objects, "holding_redis", lambda: Crawl.objects.none())
+
+    runner.tick(T0)
+
+    crawl.refresh_from_db()
+    assert crawl.status == S.RUNNING and crawl.redis_db == 2
+    assert store.client(1).get("theirs") == "kept"  # never flushed by the loser
+
+
+def test_a_finished_crawl_flushes_its_database_before_giving_it_back(make_runner, make_crawl, fake, store):
+    crawl = make_crawl()
+    runner = make_runner(fake)
+    runner.tick(T0)
+    crawl.refresh_from_db()
+    db = crawl.redis_db
+    end_instance(fake, store, crawl, 0, "done", wacz=b"x")
+    runner.tick(later(1))
+
+    crawl.refresh_from_db()
+    assert crawl.status == S.COMPLETE and crawl.redis_db is None
+    assert store.client(db).dbsize() == 0
+
+
+def test_a_database_left_held_by_a_crash_after_finishing_is_flushed_then_released(make_runner, make_crawl,
+                                                                                  fake, store):
+    crawl = make_crawl()
+    runner = make_runner(fake)
+    runner.tick(T0)
+    crawl.refresh_from_db()
+    db = crawl.redis_db
+    runner.held.clear()  # the runner dies right after finishing, before its clean-up
+    Crawl.objects.filter(pk=crawl.pk).update(status=S.COMPLETE, finished_at=T0, retry_at=None)
+    store.client(db).set("left", "over")
+
+    runner.tick(later(1))  # too soon: the finishing runner may still be releasing it
+    assert Crawl.objects.get(pk=crawl.pk).redis_db == db
+    runner.tick(later(60))
+    assert Crawl.objects.get(pk=crawl.pk).redis_db is None and store.client(db).dbsize() == 0
+
+
+def test_a_crawl_records_its_home_and_another_runner_leaves_it_while_its_runner_lives(
+        make_runner, make_crawl, fake, settings, tmp_path, several_runners):
+    crawl = make_crawl()
+    home_runner = make_runner(fake)
+    home_runner.tick(T0)
+    crawl.refresh_from_db()
+    assert crawl.home_runner == home_runner.id and crawl.home_dir.endswith(str(settings.data_dir))
+
+    other_dir = tmp_path / "other"
+    other = make_runner(fake, settings=settings.model_copy(update={"data_dir": other_dir}))
+    RunnerRecord.objects.filter(pk=home_runner.id).update(heartbeat_at=later(20))
+    other.tick(later(20))  # the lease (5 s) expired, but the home runner is alive
+    assert crawl.pk not in other.held
+    assert Crawl.objects.get(pk=crawl.pk).lease_owner == home_runner.id
+
+
+def test_a_crawl_whose_runner_is_dead_is_adopted_and_relaunched_without_using_an_attempt(
+        make_runner, make_crawl, fake, settings, store, tmp_path, several_runners):
+    crawl = make_crawl()
+    home_runner = make_runner(fake)
+    home_runner.tick(T0)
+    report(store, crawl, done=3, found=10)
+
+    other = make_runner(fake, settings=settings.model_copy(update={"data_dir": tmp_path / "other"}))
+    dead_for = claim.DEAD_AFTER_LEASES * settings.lease_seconds + 1
+    other.tick(later(dead_for))
+
+    crawl.refresh_from_db()
+    assert crawl.pk in other.held and crawl.home_runner == other.id
+    old, new = crawl.processes.order_by("pk")
+    assert old.status == ProcessStatus.LOST and old.exit_reason == ExitReason.ORPHANED
+    assert new.status == ProcessStatus.RUNNING and new.runner == other.id
+    assert crawl.pages_done == 3  # continued from its Redis state
+    assert keys(store, crawl).get(f"{crawl.pk}:d") == "3"
+
+
+def test_two_data_dirs_cannot_share_one_sqlite_database(make_runner, settings, fake, tmp_path):
+    make_runner(fake)
+    with pytest.raises(RunnerBusy, match="SQLite serves one runner"):
+        make_runner(fake, settings=settings.model_copy(update={"data_dir": tmp_path / "second"}))
+
+
+def test_an_instance_started_but_never_recorded_is_found_not_launched_twice(make_runner, make_crawl, fake):
+    crawl = make_crawl()
+    runner = make_runner(fake)
+    runner.tick(T0)
+    process = crawl.processes.get()
+    # kill -9 between the launch and the row update: the row looks as if never launched.
+    process.__class__.objects.filter(pk=process.pk).update(
+        status=ProcessStatus.STARTING, started_at=None, container_id="", retry_at=T0)
+
+    runner.tick(later(1))
+
+    assert fake.launches == 1 and len(fake.running(crawl.pk)) == 1
+    process.refresh_from_db()
+    assert process.status == ProcessStatus.RUNNING and process.container_id
+
+
+def test_a_lease_is_not_renewed_with_a_stale_clock(make_runner, make_crawl, fake):
+    crawl = make_crawl()
+    runner = make_runner(fake)
+    runner.tick(T0)
+    runner.tick(later(4))
+    assert Crawl.objects.get(pk=crawl.pk).retry_at > later(4) + dt.timedelta(seconds=4)
