@@ -194,11 +194,11 @@ class CrawlQuerySet(LeaseQuerySet):
         return self.filter(status=S.PAUSED, waiting_reason__startswith=DISK_PAUSE)
 
     def holding_redis(self):
-        return self.exclude(redis_db=None)
+        return self.filter(redis_db__isnull=False)
 
     def final_holding_redis(self):
         """Final crawls whose Redis database was not flushed and released (a crash between)."""
-        return self.filter(status__in=S.FINAL).exclude(redis_db=None)
+        return self.filter(status__in=S.FINAL, redis_db__isnull=False)
 
     def by_prefix(self, prefix: str) -> Crawl:
         """The one crawl whose id starts with `prefix`; NotAllowed names the problem."""

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
-from crawls.models import CrawlStatus, ExitReason, Intent
+from crawls.models import Crawl, CrawlStatus, ExitReason, Intent, Process, ProcessStatus
+from runner import decide
 from runner.daemon import classify_exit, crawl_state_for, decide_outcome, relaunch_delay
+from runner.decide import elapsed_now
 from runner.launchers import LaunchSpec
+from runner.observe import Observation
+from runner.progress import Progress
 from runner.redis_server import RedisEndpoint, mask
+from runner.state import Held
 
 S = CrawlStatus
+t0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
 
 
 @pytest.mark.parametrize(("code", "oom", "reason"), [
@@ -97,3 +105,62 @@ def test_the_redis_password_is_masked_in_stored_arguments(tmp_path):
     assert url == "redis://:s3cr%2Fet@redis:7000/3"
     assert mask(url, endpoint) == "redis://:***@redis:7000/3"
     assert "s3cr" not in " ".join(mask(a, endpoint) for a in args)
+
+
+# --- the plan: observation -> actions, with a pinned clock and no Redis ------------------
+
+
+def observation(crawl, now, **fields):
+
+
+    return Observation(crawl=crawl, now=now, processes=fields.pop("processes", []), **fields)
+
+
+def test_redis_unreachable_is_a_wait_then_a_failure_after_the_grace():
+
+
+    rules = decide.Policy(redis_grace=60, corrupt_grace=30, cancel_grace=30, count_every=15,
+                          stall_minutes=15)
+    crawl = Crawl(id="c" * 32, status=S.RUNNING, scale=1)
+    held = Held(token=1, renewed_at=t0)
+    obs = observation(crawl, t0, fault=("unreachable", "ConnectionError"))
+    assert decide.first_round(obs, held, rules)[0] == decide.RedisDown("ConnectionError")
+    held.redis_down_since = t0
+    later = observation(crawl, t0 + dt.timedelta(seconds=61), fault=("unreachable", "ConnectionError"))
+    assert decide.first_round(later, held, rules)[0] == decide.Fail("Redis was unreachable for 60 s")
+    corrupt = observation(crawl, t0, fault=("corrupt", "key x:d holds 'abc'"))
+    assert decide.first_round(corrupt, held, rules)[0] == decide.Corrupt("key x:d holds 'abc'")
+    assert decide.second_round(corrupt, held, rules) == []  # nothing launched or finished blind
+
+
+def test_a_full_disk_pauses_and_a_limit_stops_each_command_once():
+
+
+    crawl = Crawl(id="c" * 32, status=S.RUNNING, scale=1)
+    held = Held(token=1, renewed_at=t0)
+    obs = observation(crawl, t0, progress=Progress(), disk_reason="waiting: disk 95 % full")
+    actions = decide.command_actions(obs, held)
+    assert decide.PauseForDisk("waiting: disk 95 % full") in actions and decide.SetFlag("paused") in actions
+    obs = observation(crawl, t0, progress=Progress(), limit_reason="time_limit")
+    assert decide.command_actions(obs, held) == [decide.LimitStop("time_limit"), decide.SetFlag("stopping")]
+    held.flags.add("stopping")
+    crawl.stop_reason, crawl.intent = "time_limit", Intent.STOP
+    assert decide.command_actions(obs, held) == []
+
+
+def test_instances_to_launch_skip_finished_ones_and_wait_for_their_backoff():
+
+
+    crawl = Crawl(id="c" * 32, status=S.RUNNING, scale=3)
+    pending = Process(pk=9, instance=2, status=ProcessStatus.STARTING, retry_at=t0 + dt.timedelta(seconds=4))
+    statuses = {f"crawl-{crawl.pk}-0": "done", f"crawl-{crawl.pk}-1": "running"}
+    obs = observation(crawl, t0, progress=Progress(statuses=statuses), processes=[pending])
+    launches = decide.launch_actions(obs, [pending])
+    assert [(a.instance, a.due) for a in launches] == [(1, True), (2, False)]
+
+
+def test_elapsed_time_includes_what_runs_but_is_not_counted_yet():
+
+
+    running = Process(status=ProcessStatus.RUNNING, started_at=t0, counted_until=t0 + dt.timedelta(seconds=5))
+    assert elapsed_now(5.0, [running], t0 + dt.timedelta(seconds=9)) == 9.0
