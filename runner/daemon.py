@@ -20,6 +20,7 @@ import select
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from django.db import DatabaseError, connection
@@ -141,6 +142,7 @@ class Runner:
     def tick(self, now: dt.datetime | None = None) -> bool:
         """One pass of every step; True when a step found new work."""
         now = now or self.clock()
+        self.rt.tick_started = time.monotonic()
         self.rt.stopping = self.stop_event.is_set()
         self.heartbeat(now)
         found = recover.recover(self.rt, now)

@@ -86,8 +86,11 @@ def simulated_disk(settings: Settings, environ=os.environ) -> Callable[[], admis
             percent = min(max(float(path.read_text().strip()), 0.0), 100.0)
         except (OSError, ValueError):
             return real
-        used = round(percent * 1000)
-        return admission.HostUsage(disk_used=used, disk_free=100_000 - used,
+        # The real disk's size, filled to `percent`: free space stays realistic, so rules
+        # that need room to package a crawl see the room a disk that full would have.
+        total = real.disk_used + real.disk_free
+        used = round(total * percent / 100)
+        return admission.HostUsage(disk_used=used, disk_free=total - used,
                                    memory_available=real.memory_available)
 
     return usage

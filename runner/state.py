@@ -93,6 +93,7 @@ class Runtime:
     corrupt_grace: float = 60.0
     cancel_grace: float = 30.0
     stopping: bool = False  # the loop was asked to stop: claim nothing new
+    tick_started: float = 0.0  # time.monotonic() when this tick began
 
     def event(self, message: str, level: int = logging.INFO) -> None:
         log.log(level, "%s", message)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections import defaultdict
 
 from django.db import DatabaseError
@@ -113,8 +114,12 @@ def unexpected(rt: Runtime, crawl: Crawl, exc: Exception, now: dt.datetime) -> b
 
 
 def renew(rt: Runtime, crawl: Crawl, now: dt.datetime) -> bool:
+    """Renew our lease every third of it. A tick that has run long (slow engine calls)
+    renews from the clock as it is now, not as it was when the tick began."""
     held = rt.held[crawl.pk]
     lease = rt.settings.lease_seconds
+    if time.monotonic() - rt.tick_started > lease / 6:
+        now = max(now, rt.clock())
     if (now - held.renewed_at).total_seconds() < lease / 3:
         return True
     if not Crawl.objects.renew(crawl.pk, held.token, now, lease):

@@ -223,7 +223,8 @@ def gen_pages(site) -> set[str]:
 
 
 def test_pause_then_a_daemon_restart_then_resume_archives_each_page_once(installation):
-    with slow_site(pages=20, delay=0.1) as site:
+    # Slow enough that the crawl is still running when `pause` (a new process) arrives.
+    with slow_site(pages=20, delay=0.3) as site:
         first = installation.start_daemon()
         crawl_id = installation.manage("add", site.url).strip()
         installation.wait(crawl_id, lambda c: c["pages_done"] >= 3, timeout=30)
