@@ -20,7 +20,7 @@ import hmac
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -189,21 +189,36 @@ class ProgressStore:
         self.client(db).delete(f"{crawl_id}:{flag}")
 
     def stop_one(self, db: int, crawl_id: str, hostname: str) -> None:
-        self.client(db).hset(f"{crawl_id}:stopone", hostname, "1")
+        key = f"{crawl_id}:stopone"
+        with self._typed(db, key, "hash"):
+            self.client(db).hset(key, hostname, "1")
 
     def set_size(self, db: int, crawl_id: str, hostname: str, size: int) -> None:
         """What an exited instance has left in archive/ (its kept WACZ holds the rest)."""
-        self.client(db).hset(f"{crawl_id}:size", hostname, size)
+        key = f"{crawl_id}:size"
+        with self._typed(db, key, "hash"):
+            self.client(db).hset(key, hostname, size)
 
     def forget_instance(self, db: int, crawl_id: str, hostname: str) -> None:
         """After a scaled-down instance exited: drop its fields so it is not waited for."""
-        pipe = self.client(db).pipeline()
+        pipe = self.client(db).pipeline(transaction=False)
         pipe.hdel(f"{crawl_id}:stopone", hostname)
         pipe.hdel(f"{crawl_id}:status", hostname)
-        pipe.execute()
+        self._run(db, pipe, [f"{crawl_id}:stopone", f"{crawl_id}:status"], ["hash", "hash"],
+                  parse=lambda results: None)
 
     def add_exclusion(self, db: int, hostname: str, regex: str) -> None:
-        self.client(db).rpush(f"{hostname}:msg", json.dumps({"type": "addExclusion", "regex": regex}))
+        key = f"{hostname}:msg"
+        with self._typed(db, key, "list"):
+            self.client(db).rpush(key, json.dumps({"type": "addExclusion", "regex": regex}))
+
+    @contextlib.contextmanager
+    def _typed(self, db: int, key: str, expected: str) -> Iterator[None]:
+        """A write to `key` that a crawler gave the wrong type raises ProgressCorrupt."""
+        try:
+            yield
+        except redis.ResponseError as exc:
+            raise self._classified(db, key, expected, exc) from exc
 
     def flush(self, db: int) -> None:
         self.client(db).flushdb()

@@ -72,6 +72,19 @@ def test_a_key_of_the_wrong_type_is_corrupt_data_not_an_unreachable_redis(store,
         store.statuses(DB, CRAWL)
 
 
+def test_commands_to_a_key_of_the_wrong_type_are_corrupt_data_too(store, r):
+    r.set(f"{CRAWL}:size", "big")
+    r.set(f"{CRAWL}:status", "running")
+    r.set(f"{CRAWL}:stopone", "x")
+
+    with pytest.raises(ProgressCorrupt, match=r":size has the wrong type \(string, expected hash\)"):
+        store.set_size(DB, CRAWL, "crawl-c0ffee-0", 10)
+    with pytest.raises(ProgressCorrupt, match=r":stopone has the wrong type"):
+        store.stop_one(DB, CRAWL, "crawl-c0ffee-0")
+    with pytest.raises(ProgressCorrupt, match=r":stopone has the wrong type"):
+        store.forget_instance(DB, CRAWL, "crawl-c0ffee-0")
+
+
 def test_a_size_that_is_not_a_number_names_the_instance(store, r):
     r.hset(f"{CRAWL}:size", "crawl-c0ffee-0", "lots")
 
