@@ -42,5 +42,12 @@ class WebhookRefused(ArchiverError):
 
 
 class ProgressCorrupt(ArchiverError):
-    """A crawl's progress data in Redis cannot be read (a counter that is not a number, a key
-    of the wrong type); the message names the key. Not the same as Redis being unreachable."""
+    """A crawl's progress keys in Redis hold something no crawler writes (a counter that is
+    not a number, a key of the wrong type). Reading again will not help: the message names
+    the key and the problem, and the crawl fails after a bounded time instead of retrying
+    forever. Redis being unreachable is not this: that stays redis.ConnectionError."""
+
+    def __init__(self, key: str, problem: str):
+        super().__init__(f"Redis key {key} {problem}")
+        self.key = key
+        self.problem = problem

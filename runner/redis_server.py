@@ -5,10 +5,16 @@ The embedded server listens on 127.0.0.1 on a port chosen once and kept in
 append-only file in <data_dir>/redis/ and runs in its own session: running crawlers need
 it, so it must survive a daemon crash. A restarted daemon reuses it when it answers, or
 starts it again on the same port, and the AOF brings the crawls' state back.
+
+`RedisWatch` keeps it alive while the daemon runs: it pings every few seconds, restarts
+the embedded server when it does not answer (whether or not crawls run), and tells the
+daemon when the store must reconnect (new port or password) and grant the crawls' ACL users
+again (the server restarted, which loses them).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -33,6 +39,8 @@ log = logging.getLogger(__name__)
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 START_TIMEOUT = 10.0
+WATCH_INTERVAL = 2.0  # seconds between two pings of the watch
+MAX_RESTART_BACKOFF = 60.0  # seconds between two attempts to start a server that will not start
 
 
 @dataclass(frozen=True)
@@ -116,18 +124,35 @@ class EmbeddedRedis:
         self.process: subprocess.Popen | None = None
 
     def ensure(self) -> RedisEndpoint:
-        """A live server: the recorded one if it answers, else a new one on the same port."""
+        """A live server: the recorded one if it answers, else a new one on the same port
+        (or on a free one when something else holds that port now)."""
+        if self.process is not None:
+            self.process.poll()  # reap a server we started and that died: no zombie left
         state = self._read_state()
         if state:
             endpoint = self._endpoint(state)
             if self._answers(endpoint):
                 log.info("reusing the embedded Redis (pid %s, port %s)", state["pid"], state["port"])
                 return endpoint
+            self._kill_hung(state)
             port = state["port"] if self._port_is_free(state["port"]) else free_port()
             password = state["password"]
         else:
             port, password = free_port(), secrets.token_urlsafe(24)
         return self._start(port, password)
+
+    def _kill_hung(self, state: dict) -> None:
+        """Our redis-server is alive but does not answer (stopped, wedged): it must be gone
+        before a new one opens the same append-only file."""
+        if not _is_redis_server(state["pid"], state["port"]):
+            return
+        log.warning("the embedded Redis (pid %s) runs but does not answer; killing it", state["pid"])
+        os.kill(state["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _is_redis_server(state["pid"], state["port"]) and time.monotonic() < deadline:
+            if self.process is not None and self.process.pid == state["pid"]:
+                self.process.poll()
+            time.sleep(0.05)
 
     def stop(self) -> None:
         """Stop the recorded server (only if it is really our redis-server); SIGTERM makes
@@ -150,8 +175,8 @@ class EmbeddedRedis:
         binary = shutil.which("redis-server")
         if binary is None:
             raise ConfigError("redis-server is not on PATH: install it or set ARCHIVER_REDIS_URL")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.state_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         config = self.dir / "redis.conf"
         # The password goes into a 0600 file, not the command line other users can read.
         _write_private(config, "\n".join([
@@ -162,6 +187,7 @@ class EmbeddedRedis:
         self.process = subprocess.Popen(
             [binary, str(config)], start_new_session=True, cwd=self.dir,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            umask=0o077,  # its append-only file and log hold every crawl's data: 0600
         )
         state = {"pid": self.process.pid, "port": port, "password": password}
         endpoint = self._endpoint(state)
@@ -189,10 +215,7 @@ class EmbeddedRedis:
 
     @staticmethod
     def _answers(endpoint: RedisEndpoint) -> bool:
-        try:
-            return bool(endpoint.client(timeout=0.5).ping())
-        except redis.RedisError:
-            return False
+        return answers(endpoint, timeout=0.5)
 
     @staticmethod
     def _port_is_free(port: int) -> bool:
@@ -203,6 +226,25 @@ class EmbeddedRedis:
             except OSError:
                 return False
         return True
+
+
+def answers(endpoint: RedisEndpoint, timeout: float) -> bool:
+    """Whether a Redis server that knows our password answers at `endpoint`. One that is
+    loading its data or running a long script is alive; a wrong password means another
+    server holds the port."""
+    client = endpoint.client(timeout=timeout)
+    try:
+        return bool(client.ping())
+    except redis.BusyLoadingError:
+        return True
+    except (redis.ConnectionError, redis.TimeoutError):
+        return False
+    except redis.ResponseError:
+        return True  # BUSY and the like: it speaks, it is alive
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
 
 
 def _is_redis_server(pid: int, port: int) -> bool:
@@ -228,3 +270,82 @@ def connect(settings: Settings) -> tuple[RedisEndpoint, EmbeddedRedis | None]:
         return external(settings.redis_url), None
     embedded = EmbeddedRedis(settings)
     return embedded.ensure(), embedded
+
+
+class RedisWatch:
+    """Keeps an eye on the Redis server, at most one ping every `interval` seconds.
+
+    `check(now)` restarts the embedded server when it does not answer (with a backoff when it
+    will not start), and returns the endpoint the store must use whenever it has to reconnect
+    and grant the crawls' ACL users again: the server moved (new port or password) or
+    restarted (a new run_id: ACL users and scripts are lost). Otherwise it returns None. An
+    external server (`embedded` None) is only watched: `up` says whether it answers, and its
+    restart is reported the same way.
+    """
+
+    def __init__(self, embedded: EmbeddedRedis | None, endpoint: RedisEndpoint,
+                 interval: float = WATCH_INTERVAL):
+        self.embedded = embedded
+        self.endpoint = endpoint
+        self.interval = interval
+        self.up = True
+        self._run_id: str | None = None  # of the server last seen; None before the first look
+        self._next: dt.datetime | None = None
+        self._failed_starts = 0
+
+    def check(self, now: dt.datetime) -> RedisEndpoint | None:
+        if self._next is not None and now < self._next:
+            return None
+        self._next = now + dt.timedelta(seconds=self.interval)
+        known = self.endpoint
+        run_id = _run_id(self.endpoint)
+        if run_id is None and self.embedded is not None:
+            run_id = self._restart(now)
+        return self._seen(run_id, moved=self.endpoint != known)
+
+    def _restart(self, now: dt.datetime) -> str | None:
+        try:
+            self.endpoint = self.embedded.ensure()
+        except ConfigError as exc:
+            self._failed_starts += 1
+            backoff = min(self.interval * 2 ** self._failed_starts, MAX_RESTART_BACKOFF)
+            self._next = now + dt.timedelta(seconds=backoff)
+            if self._failed_starts == 1:
+                log.error("the embedded Redis is down and does not start again (%s); "
+                          "trying again every %g s at most", exc, MAX_RESTART_BACKOFF)
+            return None
+        self._failed_starts = 0
+        return _run_id(self.endpoint)
+
+    def _seen(self, run_id: str | None, moved: bool) -> RedisEndpoint | None:
+        if run_id is None:
+            if self.up:
+                log.warning("Redis at %s:%s does not answer", self.endpoint.host, self.endpoint.port)
+            self.up = False
+            return None
+        if not self.up:
+            log.info("Redis at %s:%s answers again", self.endpoint.host, self.endpoint.port)
+        self.up = True
+        restarted = self._run_id is not None and run_id != self._run_id
+        self._run_id = run_id
+        if moved or restarted:
+            log.info("Redis at %s:%s %s: reconnecting", self.endpoint.host, self.endpoint.port,
+                     "moved" if moved else "restarted")
+            return self.endpoint
+        return None
+
+
+def _run_id(endpoint: RedisEndpoint) -> str | None:
+    """The server's run_id (new at every start), "" when it answers but will not say, None
+    when it does not answer."""
+    client = endpoint.client(timeout=1.0)
+    try:
+        return str(client.info("server").get("run_id", ""))
+    except redis.ResponseError:
+        return "" if answers(endpoint, timeout=1.0) else None  # INFO refused to us
+    except redis.BusyLoadingError:
+        return ""
+    except redis.RedisError:
+        return None
+    finally:
+        client.close()
