@@ -398,7 +398,8 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
     config_path.write_text(json.dumps(crawler_config(rt, crawl, now)))
     spec = LaunchSpec(
         crawl_id=crawl.pk, instance=process.instance, process_id=process.pk,
-        instance_dir=instance_dir, workers=crawl.launch_config().workers, redis=rt.store.endpoint,
+        instance_dir=instance_dir, workers=crawl.launch_config().workers,
+        redis=rt.store.grant(crawl.redis_db, crawl.pk),
         db=crawl.redis_db, runner_id=rt.id,
         disk_utilization=int(rt.settings.disk_threshold_percent),
     )

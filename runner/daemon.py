@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+import redis
 from django.db import DatabaseError, connection
 
 from archiver.conf import Settings
@@ -59,7 +60,8 @@ class Runner:
                  host_check: Callable[[Crawl], str | None] | None = None,
                  disk_check: Callable[[], str | None] | None = None,
                  host_usage: Callable[[], admission.HostUsage] | None = None,
-                 on_redis_down: Callable[[], None] | None = None, lock_file=None):
+                 on_redis_down: Callable[[], None] | None = None, lock_file=None,
+                 redis_watch=None):
         # The default data dir is relative ("data"); crawlers run in other working directories.
         settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
         usage = host_usage or (lambda: admission.read_host_usage(settings.data_dir))
@@ -68,6 +70,7 @@ class Runner:
                           disk_check=None, host_usage=usage, on_redis_down=on_redis_down)
         self.rt.host_check = host_check or (lambda crawl: claim.host_wait_reason(self.rt, crawl))
         self.rt.disk_check = disk_check or self.disk_full_reason
+        self.redis_watch = redis_watch  # runner.redis_server.RedisWatch, or None (tests)
         self.stop_event = threading.Event()
         self.interrupt_crawls = False
         purge = periodic.Retention()
@@ -78,6 +81,7 @@ class Runner:
             ("disk", lambda now: periodic.resume_after_disk(self.rt, now)),
             ("redis databases", lambda now: periodic.release_redis_left_over(self.rt, now)),
         ]
+        self._reconnect_pending = False
         self._wake: socket.socket | None = None
         self._lock_file = lock_file  # from acquire_runner_lock(), if taken already
         self._webhooks = None
@@ -145,6 +149,7 @@ class Runner:
         self.rt.tick_started = time.monotonic()
         self.rt.stopping = self.stop_event.is_set()
         self.heartbeat(now)
+        self.watch_redis(now)
         found = recover.recover(self.rt, now)
         if not self.rt.stopping:
             found |= claim.claim_due_crawls(self.rt, now)
@@ -157,6 +162,24 @@ class Runner:
             except Exception:  # noqa: BLE001 - a periodic step never stops the loop
                 log.exception("step %s failed; going on", name)
         return found
+
+    def watch_redis(self, now: dt.datetime) -> None:
+        """Keep the Redis server alive, and follow it when it restarted or moved: the store
+        reconnects, and every held crawl's crawler identity is granted again."""
+        if self.redis_watch is None:
+            return
+        endpoint = self.redis_watch.check(now)
+        if endpoint is None and not self._reconnect_pending:
+            return
+        try:
+            self.store.reconnect(endpoint or self.redis_watch.endpoint)
+        except redis.RedisError as exc:
+            self._reconnect_pending = True
+            log.warning("could not reconnect to Redis yet (%s); trying again", type(exc).__name__)
+            return
+        self._reconnect_pending = False
+        for held in self.held.values():
+            held.granted = False
 
     def recover(self, now: dt.datetime) -> bool:
         return recover.recover(self.rt, now)

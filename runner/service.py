@@ -15,7 +15,7 @@ from runner.daemon import Runner, acquire_runner_lock
 from runner.launchers import make_launcher
 from runner.live import LiveView, LogView
 from runner.progress import ProgressStore
-from runner.redis_server import EmbeddedRedis, connect
+from runner.redis_server import EmbeddedRedis, RedisWatch, connect
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +46,6 @@ class RunnerService:
             return
         self.embedded.stop()
 
-    def restart_redis(self) -> None:
-        if self.embedded is not None:
-            self.embedded.ensure()
-
 
 def build_runner(settings: Settings) -> RunnerService:
     # The default data dir is relative ("data"): everything we hand to other processes
@@ -60,14 +56,11 @@ def build_runner(settings: Settings) -> RunnerService:
     try:
         endpoint, embedded = connect(settings)
         runner = Runner(settings, make_launcher(settings), ProgressStore(endpoint), lock_file=lock,
-                        host_usage=simulated_disk(settings))
+                        host_usage=simulated_disk(settings), redis_watch=RedisWatch(embedded, endpoint))
     except BaseException:
         lock.close()
         raise
-    service = RunnerService(runner, embedded)
-    if embedded is not None:
-        service.runner.on_redis_down = service.restart_redis
-    return service
+    return RunnerService(runner, embedded)
 
 
 def simulated_disk(settings: Settings, environ=os.environ) -> Callable[[], admission.HostUsage] | None:

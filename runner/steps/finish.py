@@ -184,11 +184,9 @@ def clean_up(rt: Runtime, crawl: Crawl, db: int | None = None) -> None:
 def release_redis(rt: Runtime, crawl: Crawl, db: int) -> bool:
     """Flush the crawl's Redis database, then give it back: never the other way round."""
     try:
+        rt.store.revoke(crawl.pk)
         rt.store.flush(db)
         rt.store.forget(db)
-        revoke = getattr(rt.store, "revoke", None)
-        if revoke is not None:
-            revoke(crawl.pk)
     except redis.RedisError as exc:
         log.warning("crawl %s: could not flush Redis db %s (%s); trying again later",
                     crawl.short_id, db, type(exc).__name__)

@@ -6,11 +6,13 @@ after MAX_ERRORS in a row, with the error; a database error only skips it this t
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import time
 from collections import defaultdict
 
+import redis
 from django.db import DatabaseError
 
 from crawls.models import Crawl, CrawlMessage, CrawlStatus, Process
@@ -143,6 +145,7 @@ def supervise(rt: Runtime, crawl: Crawl, now: dt.datetime, processes: list[Proce
         return finish.end_paused(rt, crawl, held.token, now)
     if processes is None:
         processes = list(crawl.processes.live())
+    grant(rt, crawl)
     rules = policy(rt)
     obs = observe(rt, crawl, held, now, list(processes), messages)
     first = decide.first_round(obs, held, rules)
@@ -157,6 +160,17 @@ def supervise(rt: Runtime, crawl: Crawl, now: dt.datetime, processes: list[Proce
     for action in decide.second_round(obs, held, rules):
         carry_out(rt, obs, held, action)
     return crawl.pk not in rt.held
+
+
+def grant(rt: Runtime, crawl: Crawl) -> None:
+    """Make sure the crawl's crawler identity exists on the Redis server (once per lease,
+    and again after Redis restarted, which loses it). Redis being away is observed next."""
+    held = rt.held[crawl.pk]
+    if held.granted or crawl.redis_db is None:
+        return
+    with contextlib.suppress(redis.RedisError):
+        rt.store.grant(crawl.redis_db, crawl.pk)
+        held.granted = True
 
 
 def by_crawl(rows, crawls: dict[str, Crawl]) -> dict[str, list]:

@@ -127,7 +127,7 @@ def test_corrupt_progress_is_a_readable_wait_then_a_bounded_failure(make_runner,
     runner.corrupt_grace = 30
 
     def corrupt(*args, **kwargs):
-        raise ProgressCorrupt(f"Redis key {crawl.pk}:d holds 'abc', not a page count")
+        raise ProgressCorrupt(f"{crawl.pk}:d", "holds 'abc', not a page count")
 
     monkeypatch.setattr(runner.store, "read", corrupt)
     for second in range(1, 40):
