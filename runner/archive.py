@@ -63,6 +63,7 @@ from pathlib import Path
 
 from django.db import transaction
 
+from archiver.conf import Settings
 from archiver.errors import ArchiverError
 from crawls.models import Crawl, CrawlFile, Process
 
@@ -92,6 +93,10 @@ class Limits:
     zip_entries: int = 100_000  # a WACZ's members
     zip_directory_bytes: int = 64 << 20  # a WACZ's central directory, read into memory
     folder_entries: int = 100_000  # entries of one folder looked at
+
+    @classmethod
+    def of(cls, settings: Settings) -> Limits:
+        return cls(file_bytes=settings.archive_max_bytes)
 
 
 @dataclass
@@ -148,8 +153,15 @@ def open_dir(parent: int, name: str, create: bool = False) -> int:
 
 
 @contextlib.contextmanager
-def folder(root: Path, *parts: str, create: bool = False) -> Iterator[int]:
-    """A descriptor of root/parts: `root` as configured, each part opened without following links."""
+def folder(data_dir: Path, top: str, *parts: str, create: bool = False) -> Iterator[int]:
+    """A descriptor of data_dir/top/parts, each of `parts` opened without following links.
+
+    `top` (crawls/ or archives/) is the runner's own and no crawler can replace it, so it
+    may be a link or a mount the operator placed on another disk.
+    """
+    root = data_dir / top
+    if create:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         stack.callback(os.close, fd)

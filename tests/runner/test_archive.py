@@ -7,13 +7,16 @@ import datetime as dt
 import hashlib
 import io
 import os
+import shutil
 import stat
+import tempfile
 
 import pytest
 from archiver_crawler.wacz import build_wacz
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 
+from archiver.conf import from_environ
 from crawls.models import CrawlFile, Org
 from runner import archive
 from tests.runner.archive_helpers import (
@@ -233,3 +236,40 @@ def test_a_wacz_the_crawler_packaged_after_forgetting_holds_only_the_new_session
 
     assert second_wacz is not None and len(kept.files) == 1
     assert CrawlFile.objects.count() == 2
+
+
+@pytest.fixture
+def crawls_on_another_disk(data_dir):
+    """data_dir/crawls as an operator may place it: a link to a folder on another file system."""
+    other = tempfile.mkdtemp(prefix="arun-crawls-", dir="/dev/shm")
+    if os.stat(other).st_dev == os.stat(data_dir).st_dev:
+        shutil.rmtree(other)
+        pytest.skip("/dev/shm is on the data dir's file system")
+    (data_dir / "crawls").symlink_to(other)
+    yield
+    shutil.rmtree(other)
+
+
+def test_a_wacz_on_another_file_system_is_copied_exactly_then_removed(data_dir, crawl,
+                                                                       crawls_on_another_disk):
+    coll = collection(data_dir, crawl.pk)
+    write_session(coll, {"a.warc.gz": warc_bytes("http://a/1")})
+    wacz = package(coll, crawl.pk).read_bytes()
+
+    kept = archive.collect_wacz(data_dir, crawl, make_process(crawl), T0)
+
+    assert (data_dir / kept.files[0].path).read_bytes() == wacz and kept.warnings == []
+    assert kept.files[0].sha256 == sha256(wacz)
+    assert not (coll / f"{crawl.pk}.wacz").exists()
+    assert os.listdir(data_dir / "archives" / crawl.pk) == [os.path.basename(kept.files[0].path)]
+
+
+def test_the_size_cap_is_set_by_archiver_archive_max_bytes(data_dir, crawl):
+    limits = archive.Limits.of(from_environ({"ARCHIVER_ARCHIVE_MAX_BYTES": str(2 << 20)}))
+    wacz = collection(data_dir, crawl.pk) / f"{crawl.pk}.wacz"
+    wacz.write_bytes(os.urandom(3 << 20))
+
+    kept = archive.collect_wacz(data_dir, crawl, make_process(crawl), T0, limits)
+
+    assert kept.files == [] and wacz.exists()
+    assert f"over the limit of {2 << 20}" in kept.warnings[0]
