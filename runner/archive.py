@@ -74,8 +74,8 @@ CRAWLS = "crawls"  # data_dir/crawls/<crawl>/<instance>/: a crawler's folder (ho
 CHUNK = 1 << 20
 KEPT_FOLDERS = ("archive", "pages", "logs")  # what a WACZ holds that a session wrote
 INDEX_FOLDERS = (("warc-cdx", ".cdx"), ("warc-cdxj", ".cdxj"))  # per-WARC indexes go with it
-WARC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.warc(\.gz)?")
-KEPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,299}\.(wacz|warc|warc\.gz)")
+WARC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.warc(\.gz)?")  # kept as it is
+KEPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,240}\.(wacz|warc|warc\.gz)")  # < NAME_MAX
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -90,8 +90,8 @@ class Limits:
     """Bounds on what the runner reads from a crawler (ARCHIVER_ARCHIVE_MAX_BYTES sets the first)."""
 
     file_bytes: int = 64 << 30  # the largest WACZ or WARC kept or hashed
-    zip_entries: int = 100_000  # a WACZ's members
-    zip_directory_bytes: int = 64 << 20  # a WACZ's central directory, read into memory
+    zip_entries: int = 10_000  # a WACZ's members (a session's WACZ has a few per WARC)
+    zip_directory_bytes: int = 4 << 20  # a WACZ's central directory, parsed in memory
     folder_entries: int = 100_000  # entries of one folder looked at
 
     @classmethod
@@ -105,6 +105,7 @@ class Kept:
 
     files: list[CrawlFile] = field(default_factory=list)
     added_bytes: int = 0  # bytes recorded by this call, already added to the org
+    left_behind: int = 0  # WARCs refused or not movable: still in the crawler's folder
     warnings: list[str] = field(default_factory=list)
 
 
@@ -123,7 +124,7 @@ class Removed:
 
 def plain_name(name: str) -> str:
     """`name` if it is one path component the runner may open; else Refused."""
-    if not name or name in (".", "..") or "/" in name or "\0" in name or len(name.encode()) > 255:
+    if not name or name in (".", "..") or "/" in name or "\0" in name or len(os.fsencode(name)) > 255:
         raise Refused(f"{name[:80]!r} is not a plain file name")
     return name
 
@@ -310,7 +311,8 @@ def zip_members(fd: int, size: int, limits: Limits) -> list[tuple[str, int]]:
     try:
         with io.BufferedReader(io.FileIO(fd, closefd=False)) as raw, zipfile.ZipFile(raw) as archive:
             infos = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError,
+            struct.error, NotImplementedError) as exc:
         raise Refused(f"not a readable zip ({exc})") from exc
     if len(infos) > limits.zip_entries:
         raise Refused(f"a zip with {len(infos)} entries")
@@ -470,8 +472,10 @@ def forget_archived(data_dir: Path, crawl_id: str, instance: int, kept: CrawlFil
         with folder(data_dir, *collection_parts(crawl_id, instance)) as collection:
             for sub in KEPT_FOLDERS:
                 names = {base: size for (top, base), size in wanted.items() if top == sub}
-                if names:
+                try:
                     forget_in(collection, sub, names, removed, limits)
+                except Refused as exc:
+                    warn(crawl_id, removed.warnings, f"instance {instance}: {exc}")
             removed.left_bytes = archive_bytes(collection, limits)
     except FileNotFoundError:
         pass
@@ -491,6 +495,8 @@ def held_by(data_dir: Path, kept: CrawlFile, limits: Limits) -> tuple[dict, list
 def forget_in(collection: int, sub: str, names: dict[str, int], removed: Removed,
               limits: Limits) -> None:
     """Delete the regular files of collection/<sub> whose name and size the WACZ holds."""
+    if not names:
+        return
     try:
         fd = open_dir(collection, sub)
     except FileNotFoundError:
@@ -534,11 +540,11 @@ def archive_bytes(collection: int, limits: Limits) -> int:
     """Bytes of the regular WARC files left in collection/archive (links and others count 0)."""
     try:
         fd = open_dir(collection, "archive")
-    except FileNotFoundError:
-        return 0
+    except (FileNotFoundError, Refused):
+        return 0  # no folder, or not one: no WARC bytes there
     try:
         return sum(entry.stat(follow_symlinks=False).st_size for entry in entries(fd, limits)
-                   if WARC_NAME.fullmatch(entry.name) and entry.is_file(follow_symlinks=False))
+                   if warc_suffix(entry.name) and entry.is_file(follow_symlinks=False))
     finally:
         os.close(fd)
 
@@ -559,24 +565,32 @@ def keep_leftovers(data_dir: Path, crawl: Crawl, process: Process, now: dt.datet
     records before it replay, and nothing the crawler wrote is thrown away. Each file is
     recorded (size, sha256) like a WACZ, as archives/<crawl>/<crawl>-<instance>-<process>-<warc>.
     """
-    kept = Kept()
+    kept, prefix = Kept(), f"{crawl.pk}-{process.instance}-{process.pk}-"
     try:
-        with folder(data_dir, ARCHIVES, crawl.pk, create=True) as archives, \
-                folder(data_dir, *collection_parts(crawl.pk, process.instance), "archive") as source:
-            for name in sorted(e.name for e in entries(source, limits)):
-                if not WARC_NAME.fullmatch(name):
-                    continue
-                target = f"{crawl.pk}-{process.instance}-{process.pk}-{name}"
-                try:
-                    move_in(source, name, archives, target, limits)
-                    keep(crawl, archives, target, now, limits, kept)
-                except Refused as exc:
-                    warn(crawl.pk, kept.warnings, f"instance {process.instance}'s archive/{exc}")
-    except FileNotFoundError:
-        pass
+        with folder(data_dir, ARCHIVES, crawl.pk, create=True) as archives:
+            try:
+                with folder(data_dir, *collection_parts(crawl.pk, process.instance), "archive") as source:
+                    names = sorted(e.name for e in entries(source, limits))
+                    for number, name in enumerate(filter(warc_suffix, names)):
+                        target = prefix + (name if WARC_NAME.fullmatch(name)
+                                           else f"{number}{warc_suffix(name)}")
+                        try:
+                            move_in(source, name, archives, target, limits)
+                        except (Refused, OSError) as exc:  # a full disk too: the next look retries
+                            kept.left_behind += 1
+                            warn(crawl.pk, kept.warnings, f"instance {process.instance}'s archive/"
+                                 f"{exc if isinstance(exc, Refused) else f'{name} not moved: {exc}'}")
+            except FileNotFoundError:
+                pass
+            adopt_in(crawl, archives, now, limits, kept, prefix)  # moved now, or before a crash
     except Refused as exc:
         warn(crawl.pk, kept.warnings, f"instance {process.instance}'s leftovers: {exc}")
     return kept
+
+
+def warc_suffix(name: str) -> str:
+    """".warc.gz" or ".warc" if `name` is a WARC file's, else ""."""
+    return next((suffix for suffix in (".warc.gz", ".warc") if name.endswith(suffix)), "")
 
 
 def adopt_unrecorded(data_dir: Path, crawl: Crawl, now: dt.datetime,
@@ -590,19 +604,27 @@ def adopt_unrecorded(data_dir: Path, crawl: Crawl, now: dt.datetime,
     kept = Kept()
     try:
         with folder(data_dir, ARCHIVES, crawl.pk) as archives:
-            recorded = set(crawl.files.values_list("path", flat=True))
-            for name in sorted(e.name for e in entries(archives, limits)):
-                if not KEPT_NAME.fullmatch(name) or f"{ARCHIVES}/{crawl.pk}/{name}" in recorded:
-                    continue
-                try:
-                    keep(crawl, archives, name, now, limits, kept)
-                except Refused as exc:
-                    warn(crawl.pk, kept.warnings, f"archives: {exc}")
+            adopt_in(crawl, archives, now, limits, kept)
     except FileNotFoundError:
         pass
     except Refused as exc:
         warn(crawl.pk, kept.warnings, f"archives: {exc}")
     return kept
+
+
+def adopt_in(crawl: Crawl, archives: int, now: dt.datetime, limits: Limits, kept: Kept,
+             prefix: str = "") -> None:
+    """Record the files of archives/<crawl>/ starting with `prefix` that no row records yet."""
+    recorded = set(crawl.files.values_list("path", flat=True))
+    for name in sorted(e.name for e in entries(archives, limits)):
+        if not name.startswith(prefix) or not KEPT_NAME.fullmatch(name):
+            continue
+        if f"{ARCHIVES}/{crawl.pk}/{name}" in recorded:
+            continue
+        try:
+            keep(crawl, archives, name, now, limits, kept)
+        except Refused as exc:
+            warn(crawl.pk, kept.warnings, f"archives: {exc}")
 
 
 def archived_crawl_ids(data_dir: Path, limits: Limits = Limits()) -> list[str]:

@@ -273,3 +273,27 @@ def test_the_size_cap_is_set_by_archiver_archive_max_bytes(data_dir, crawl):
 
     assert kept.files == [] and wacz.exists()
     assert f"over the limit of {2 << 20}" in kept.warnings[0]
+
+
+def test_leftovers_moved_before_a_crash_are_recorded_once_by_the_next_look(data_dir, crawl):
+    process = make_process(crawl)
+    folder = data_dir / "archives" / crawl.pk
+    folder.mkdir(parents=True)
+    (folder / f"{crawl.pk}-0-{process.pk}-a.warc.gz").write_bytes(warc := warc_bytes("http://a/"))
+
+    kept = archive.keep_leftovers(data_dir, crawl, process, T0)
+    again = archive.keep_leftovers(data_dir, crawl, process, T0)
+
+    assert [row.sha256 for row in kept.files] == [sha256(warc)] and again.files == []
+    assert org_bytes(crawl) == len(warc) and CrawlFile.objects.count() == 1
+
+
+def test_a_leftover_warc_with_an_odd_name_is_kept_under_a_safe_one(data_dir, crawl):
+    coll = collection(data_dir, crawl.pk)
+    write_session(coll, {"-odd name é.warc.gz": (warc := warc_bytes("http://a/"))})
+    process = make_process(crawl)
+
+    kept = archive.keep_leftovers(data_dir, crawl, process, T0)
+
+    assert [row.path for row in kept.files] == [f"archives/{crawl.pk}/{crawl.pk}-0-{process.pk}-0.warc.gz"]
+    assert (data_dir / kept.files[0].path).read_bytes() == warc and kept.left_behind == 0
