@@ -333,7 +333,9 @@ def session_files(members: list[tuple[str, int]]) -> tuple[dict[tuple[str, str],
             if ".." in member.split("/") or member.startswith("/") or "\\" in member:
                 refused.append(member)
             continue
-        if not base or "/" in base or "\\" in base or "\0" in base or base.startswith("."):
+        if not base:
+            continue  # the folder's own entry, which some zip tools write
+        if "/" in base or "\\" in base or "\0" in base or base.startswith("."):
             refused.append(member)
         elif wanted.setdefault((top, base), size) != size:
             twice.add((top, base))
@@ -396,7 +398,9 @@ def copy_in(fd: int, st: os.stat_result, dst_fd: int, target: str) -> None:
     out = os.open(temp, NEW_FILE_FLAGS, 0o600, dir_fd=dst_fd)
     try:
         for offset in range(0, st.st_size, CHUNK):
-            os.write(out, read_at(fd, min(CHUNK, st.st_size - offset), offset))
+            chunk = memoryview(read_at(fd, min(CHUNK, st.st_size - offset), offset))
+            while chunk:
+                chunk = chunk[os.write(out, chunk):]
         os.fsync(out)
         os.rename(temp, target, src_dir_fd=dst_fd, dst_dir_fd=dst_fd)
     except BaseException:
@@ -571,11 +575,9 @@ def keep_leftovers(data_dir: Path, crawl: Crawl, process: Process, now: dt.datet
             try:
                 with folder(data_dir, *collection_parts(crawl.pk, process.instance), "archive") as source:
                     names = sorted(e.name for e in entries(source, limits))
-                    for number, name in enumerate(filter(warc_suffix, names)):
-                        target = prefix + (name if WARC_NAME.fullmatch(name)
-                                           else f"{number}{warc_suffix(name)}")
+                    for name in filter(warc_suffix, names):
                         try:
-                            move_in(source, name, archives, target, limits)
+                            move_in(source, name, archives, prefix + leftover_name(name), limits)
                         except (Refused, OSError) as exc:  # a full disk too: the next look retries
                             kept.left_behind += 1
                             warn(crawl.pk, kept.warnings, f"instance {process.instance}'s archive/"
@@ -586,6 +588,13 @@ def keep_leftovers(data_dir: Path, crawl: Crawl, process: Process, now: dt.datet
     except Refused as exc:
         warn(crawl.pk, kept.warnings, f"instance {process.instance}'s leftovers: {exc}")
     return kept
+
+
+def leftover_name(name: str) -> str:
+    """The WARC's own name, or one made from its hash when it is odd (the same on every look)."""
+    if WARC_NAME.fullmatch(name):
+        return name
+    return hashlib.sha256(os.fsencode(name)).hexdigest()[:16] + warc_suffix(name)
 
 
 def warc_suffix(name: str) -> str:
@@ -645,7 +654,7 @@ def kept_parts(row: CrawlFile) -> tuple[str, str, str]:
     return parts
 
 
-def delete_files(data_dir: Path, crawl: Crawl, limits: Limits = Limits()) -> Removed:
+def delete_files(data_dir: Path, crawl: Crawl) -> Removed:
     """Cancel and retention only: remove the crawl's recorded files and their org bytes.
 
     Paths come from our rows and must be archives/<crawl>/<name>; anything else is not

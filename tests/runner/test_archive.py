@@ -295,5 +295,6 @@ def test_a_leftover_warc_with_an_odd_name_is_kept_under_a_safe_one(data_dir, cra
 
     kept = archive.keep_leftovers(data_dir, crawl, process, T0)
 
-    assert [row.path for row in kept.files] == [f"archives/{crawl.pk}/{crawl.pk}-0-{process.pk}-0.warc.gz"]
+    odd = hashlib.sha256("-odd name é.warc.gz".encode()).hexdigest()[:16]
+    assert [row.path for row in kept.files] == [f"archives/{crawl.pk}/{crawl.pk}-0-{process.pk}-{odd}.warc.gz"]
     assert (data_dir / kept.files[0].path).read_bytes() == warc and kept.left_behind == 0
