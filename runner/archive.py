@@ -5,9 +5,12 @@
     kept = keep_leftovers(data_dir, crawl, process, now)    # WARCs no WACZ holds (a crawler that died)
     kept = adopt_unrecorded(data_dir, crawl, now)           # files in archives/ that no row records
     done = delete_files(data_dir, crawl)                    # cancel and retention only
-    write_config(data_dir, crawl.pk, instance, data)        # crawler.json, never through a link
+    write_config(data_dir, crawl.pk, instance, "crawler.json", data)  # never through a link
 
-Every result carries `warnings`: readable sentences for the crawl's log (they are logged here too).
+Every result carries `warnings`: readable sentences for the crawl's log (they are logged here
+too); `Refused` is raised only by write_config. OSError means the disk itself failed (full,
+read-only): nothing was lost and the next call retries. Limits.of(settings) gives the bounds
+(ARCHIVER_ARCHIVE_MAX_BYTES is the size cap).
 
 What the boundary guarantees, and why. A crawler runs whatever the web sends it, so we assume
 it is compromised and that anything in its instance folder (`crawls/<crawl>/<instance>/`,
@@ -17,7 +20,9 @@ zip whose member names say `../../etc/passwd`. The runner usually runs as root. 
 
 - Every folder is opened relative to a descriptor of its parent, one component at a time, with
   O_NOFOLLOW|O_DIRECTORY; a path is never resolved as a whole, so nothing outside the instance
-  folder is ever reached through it.
+  folder is ever reached through it. Only data_dir/crawls and data_dir/archives themselves,
+  which no crawler can reach, may be links or mounts (an operator's other disk; files then
+  cross by copying exactly the measured bytes).
 - A file is looked at (lstat) before it is opened, and opened only if it is a regular file with
   one link and no larger than `Limits.file_bytes`; it is opened O_NOFOLLOW|O_NONBLOCK and the
   descriptor's fstat must be the same file. Devices and FIFOs are therefore never read (and

@@ -10,6 +10,7 @@ import os
 import shutil
 import stat
 import tempfile
+import zipfile
 
 import pytest
 from archiver_crawler.wacz import build_wacz
@@ -298,3 +299,20 @@ def test_a_leftover_warc_with_an_odd_name_is_kept_under_a_safe_one(data_dir, cra
     odd = hashlib.sha256("-odd name é.warc.gz".encode()).hexdigest()[:16]
     assert [row.path for row in kept.files] == [f"archives/{crawl.pk}/{crawl.pk}-0-{process.pk}-{odd}.warc.gz"]
     assert (data_dir / kept.files[0].path).read_bytes() == warc and kept.left_behind == 0
+
+
+def test_a_wacz_with_folder_entries_and_logs_forgets_them_without_complaint(data_dir, crawl):
+    coll = collection(data_dir, crawl.pk)
+    write_session(coll, {"a.warc.gz": (warc := warc_bytes("http://a/"))})
+    (coll / "logs").mkdir()
+    (coll / "logs" / "crawl-1.log").write_text(log := '{"msg": "done"}\n')
+    with zipfile.ZipFile(coll / f"{crawl.pk}.wacz", "w") as wacz:  # as other WACZ tools write them
+        for name, data in (("archive/", b""), ("archive/a.warc.gz", warc), ("logs/", b""),
+                           ("logs/crawl-1.log", log.encode()), ("indexes/index.cdxj", b"")):
+            wacz.writestr(name, data)
+    kept = archive.collect_wacz(data_dir, crawl, make_process(crawl), T0).files[0]
+
+    removed = archive.forget_archived(data_dir, crawl.pk, 0, kept)
+
+    assert removed.deleted == 2 and removed.warnings == [] and removed.left_bytes == 0
+    assert os.listdir(coll / "archive") == os.listdir(coll / "logs") == []
