@@ -273,6 +273,19 @@ def write_config(data_dir: Path, crawl_id: str, instance: int, name: str, data: 
         write_private(fd, name, data, mode)
 
 
+def read_tail(data_dir: Path, crawl_id: str, instance: int, name: str, max_bytes: int = 16384) -> bytes:
+    """The last `max_bytes` of a file in an instance's folder (a log, an exit code), b"" if
+    there is none, Refused if it is not a regular file: a FIFO or /dev/zero planted as the log
+    cannot block or flood the runner. For LocalLauncher's process-<pk>.log and .exit."""
+    try:
+        with folder(data_dir, CRAWLS, crawl_id, str(instance)) as parent, \
+                regular_file(parent, name, 1 << 62) as (fd, st):
+            start = max(st.st_size - max_bytes, 0)
+            return read_at(fd, st.st_size - start, start)
+    except FileNotFoundError:
+        return b""
+
+
 def entries(dir_fd: int, limits: Limits) -> Iterator[os.DirEntry]:
     """A folder's entries, at most `limits.folder_entries` of them."""
     with os.scandir(dir_fd) as listing:
@@ -692,5 +705,5 @@ def delete_files(data_dir: Path, crawl: Crawl) -> Removed:
 __all__ = [
     "Kept", "Limits", "Refused", "Removed", "adopt_unrecorded", "archived_crawl_ids",
     "collect_wacz", "delete_files", "folder", "forget_archived", "keep_leftovers",
-    "regular_file", "sha256_fd", "write_config", "write_private",
+    "read_tail", "regular_file", "sha256_fd", "write_config", "write_private",
 ]

@@ -256,3 +256,28 @@ def test_a_recorded_path_outside_archives_is_never_deleted(data_dir, crawl, unto
 
     assert removed.deleted == 0 and len(removed.warnings) == 4
     assert CrawlFile.objects.count() == 0
+
+
+@pytest.mark.parametrize("plant", ["FIFO", "link to /dev/zero", "link to a host file"])
+def test_a_log_planted_as_a_fifo_or_link_is_refused_without_blocking(data_dir, crawl, untouched, plant):
+    folder = data_dir / "crawls" / crawl.pk / "0"
+    folder.mkdir(parents=True)
+    log = folder / "process-7.log"
+    if plant == "FIFO":
+        os.mkfifo(log)
+    else:
+        log.symlink_to("/dev/zero" if plant == "link to /dev/zero" else untouched / "etc" / "shadow")
+
+    started = time.monotonic()
+    with pytest.raises(archive.Refused, match="process-7.log is a"):
+        archive.read_tail(data_dir, crawl.pk, 0, "process-7.log")
+    assert time.monotonic() - started < 5
+
+
+def test_the_tail_of_a_real_log_is_its_last_bytes(data_dir, crawl):
+    folder = data_dir / "crawls" / crawl.pk / "0"
+    folder.mkdir(parents=True)
+    (folder / "process-7.log").write_bytes(b"x" * 100_000 + b"last line\n")
+
+    assert archive.read_tail(data_dir, crawl.pk, 0, "process-7.log", 10) == b"last line\n"
+    assert archive.read_tail(data_dir, crawl.pk, 0, "process-8.exit") == b""
