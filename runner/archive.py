@@ -2,6 +2,7 @@
 
     kept = collect_wacz(data_dir, crawl, process, now)      # the session's WACZ, moved and recorded
     gone = forget_archived(data_dir, crawl.pk, process.instance, kept.files[0])
+    kept, gone = collect_session(data_dir, crawl, process, now)  # both, for an exited instance
     kept = keep_leftovers(data_dir, crawl, process, now)    # WARCs no WACZ holds (a crawler that died)
     kept = adopt_unrecorded(data_dir, crawl, now)           # files in archives/ that no row records
     done = delete_files(data_dir, crawl)                    # cancel and retention only
@@ -471,6 +472,16 @@ def collect_wacz(data_dir: Path, crawl: Crawl, process: Process, now: dt.datetim
     return kept
 
 
+def collect_session(data_dir: Path, crawl: Crawl, process: Process, now: dt.datetime,
+                    limits: Limits = Limits()) -> tuple[Kept, Removed | None]:
+    """collect_wacz(), then forget_archived() what it kept: what an exited instance needs.
+    The Removed is None when there was no WACZ (its `left_bytes` is then unknown)."""
+    kept = collect_wacz(data_dir, crawl, process, now, limits)
+    if not kept.files:
+        return kept, None
+    return kept, forget_archived(data_dir, crawl.pk, process.instance, kept.files[0], limits)
+
+
 def forget_archived(data_dir: Path, crawl_id: str, instance: int, kept: CrawlFile,
                     limits: Limits = Limits()) -> Removed:
     """Delete from the instance's collection what the kept WACZ holds whole (same size).
@@ -704,6 +715,6 @@ def delete_files(data_dir: Path, crawl: Crawl) -> Removed:
 
 __all__ = [
     "Kept", "Limits", "Refused", "Removed", "adopt_unrecorded", "archived_crawl_ids",
-    "collect_wacz", "delete_files", "folder", "forget_archived", "keep_leftovers",
+    "collect_session", "collect_wacz", "delete_files", "folder", "forget_archived", "keep_leftovers",
     "read_tail", "regular_file", "sha256_fd", "write_config", "write_private",
 ]

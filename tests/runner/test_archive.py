@@ -316,3 +316,13 @@ def test_a_wacz_with_folder_entries_and_logs_forgets_them_without_complaint(data
 
     assert removed.deleted == 2 and removed.warnings == [] and removed.left_bytes == 0
     assert os.listdir(coll / "archive") == os.listdir(coll / "logs") == []
+
+
+def test_collecting_a_session_keeps_its_wacz_and_forgets_what_it_holds(data_dir, crawl, session):
+    coll, wacz = session
+
+    kept, removed = archive.collect_session(data_dir, crawl, make_process(crawl), T0)
+    nothing, none = archive.collect_session(data_dir, crawl, make_process(crawl), T0)
+
+    assert kept.added_bytes == len(wacz) and removed.deleted == 3 and removed.left_bytes == 0
+    assert (nothing.files, none) == ([], None)
