@@ -35,6 +35,7 @@ ENV = {
     "webhook_allow_hosts": "ARCHIVER_WEBHOOK_ALLOW_HOSTS",
     "webhook_allow_domains": "ARCHIVER_WEBHOOK_ALLOW_DOMAINS",
     "instance_id": "ARCHIVER_INSTANCE_ID",
+    "archive_max_bytes": "ARCHIVER_ARCHIVE_MAX_BYTES",
 }
 
 
@@ -61,6 +62,8 @@ class Settings(BaseModel):
     webhook_allow_hosts: tuple[str, ...] = ()
     webhook_allow_domains: tuple[str, ...] = ()
     instance_id: str = Field(default_factory=lambda: os.uname().nodename, min_length=1)
+    # The largest WACZ or WARC the runner keeps from a crawler (runner/archive.py); bigger is refused.
+    archive_max_bytes: int = Field(default=64 << 30, ge=1 << 20, le=1 << 50)
 
     @field_validator("data_dir")
     @classmethod

@@ -19,6 +19,7 @@ from crawls import quotas
 from crawls.models import (
     DISK_PAUSE,
     Crawl,
+    CrawlFile,
     CrawlLog,
     CrawlStatus,
     ExitReason,
@@ -280,23 +281,34 @@ def handle_exit(rt: Runtime, obs, held: Held, action: HandleExit) -> None:
 
 
 def keep_session(rt: Runtime, crawl: Crawl, process: Process, now: dt.datetime) -> None:
-    """Keep what an ended instance archived, and forget it in its folder (docs/architecture.md)."""
+    """Keep what an ended instance archived, and forget it in its folder (docs/architecture.md):
+    through the file boundary of runner/archive.py, its warnings in the crawl's log."""
     data_dir = rt.settings.data_dir
-    kept = archive.collect_wacz(data_dir, crawl, process, now)
-    if kept is None:
-        return
-    held = rt.held.get(crawl.pk)
-    if kept.new:
-        rt.event(f"crawl {crawl.short_id}: kept {kept.path.name} ({kept.size} bytes)")
-        if held and held.files_bytes is not None:
-            held.files_bytes += kept.size
-    left = archive.forget_archived(data_dir, crawl, process, kept.path)
-    if left is not None and crawl.redis_db is not None:
+    kept, removed = archive.collect_session(data_dir, crawl, process, now, archive.Limits.of(rt.settings))
+    record_kept(rt, crawl, kept, now)
+    for warning in removed.warnings if removed else ():
+        rt.note(crawl, warning, "warning", now)
+    if removed is not None and crawl.redis_db is not None:
         try:
-            rt.store.set_size(crawl.redis_db, crawl.pk, process.hostname, left)
-        except redis.RedisError as exc:
+            rt.store.set_size(crawl.redis_db, crawl.pk, process.hostname, removed.left_bytes)
+        except (redis.RedisError, ArchiverError) as exc:
             log.warning("crawl %s: could not reset the size of %s (%s)", crawl.short_id,
                         process.hostname, type(exc).__name__)
+
+
+def record_kept(rt: Runtime, crawl: Crawl, kept: archive.Kept, now: dt.datetime) -> None:
+    """What a keep call recorded: its warnings said, our data dir named as the files' holder,
+    the bytes we remember for the crawl grown."""
+    for warning in kept.warnings:
+        rt.note(crawl, warning, "warning", now)
+    if kept.files:
+        CrawlFile.objects.filter(pk__in=[f.pk for f in kept.files], root="").update(
+            root=str(rt.settings.data_dir))
+    if kept.added_bytes:
+        rt.event(f"crawl {crawl.short_id}: kept {kept.added_bytes} bytes")
+        held = rt.held.get(crawl.pk)
+        if held and held.files_bytes is not None:
+            held.files_bytes += kept.added_bytes
 
 
 def engine_state(rt: Runtime, obs, held: Held, action: EngineState) -> None:
@@ -392,10 +404,12 @@ def crawler_config(rt: Runtime, crawl: Crawl, now: dt.datetime) -> dict:
 
 def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now: dt.datetime) -> bool:
     instance_dir = rt.settings.crawls_dir / crawl.pk / str(process.instance)
-    instance_dir.mkdir(parents=True, exist_ok=True)
-    config_path = instance_dir / CONFIG_NAME
-    config_path.unlink(missing_ok=True)  # a link a crawler planted is replaced, never followed
-    config_path.write_text(json.dumps(crawler_config(rt, crawl, now)))
+    # A new file renamed into place: a link a crawler planted is replaced, never followed.
+    try:
+        archive.write_config(rt.settings.data_dir, crawl.pk, process.instance, CONFIG_NAME,
+                             json.dumps(crawler_config(rt, crawl, now)).encode(), mode=0o644)
+    except archive.Refused as exc:
+        raise CrawlFailed(f"cannot write its crawler's configuration: {exc}") from exc
     spec = LaunchSpec(
         crawl_id=crawl.pk, instance=process.instance, process_id=process.pk,
         instance_dir=instance_dir, workers=crawl.launch_config().workers,

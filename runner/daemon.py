@@ -181,6 +181,15 @@ class Runner:
         for held in self.held.values():
             held.granted = False
 
+    def keep_what_is_left_here(self, now: dt.datetime) -> None:
+        """Start-up: instances no crawl of ours owns are removed first, then what this data dir
+        still holds for crawls that left it is kept and recorded (runner/steps/recover.py)."""
+        try:
+            recover.recover(self.rt, now)
+            recover.keep_what_is_left_here(self.rt, now)
+        except (OSError, DatabaseError) as exc:
+            log.warning("could not look at what this data dir holds (%s); going on", exc)
+
     def recover(self, now: dt.datetime) -> bool:
         return recover.recover(self.rt, now)
 
@@ -192,6 +201,7 @@ class Runner:
         try:
             with self.signals(), self.wake_socket():
                 self.register(self.clock())
+                self.keep_what_is_left_here(self.clock())
                 self.start_webhooks(mode)
                 self.loop(mode, view)
         finally:

@@ -17,7 +17,7 @@ from archiver.errors import LaunchError
 from crawls import quotas
 from crawls.models import STOPPED_STATE, Crawl, CrawlStatus, Intent, StopReason
 from runner import archive
-from runner.apply import ingest, keep_session
+from runner.apply import ingest, keep_session, record_kept
 from runner.decide import Outcome
 from runner.observe import failed_offset, files_bytes, progress_values
 from runner.state import Runtime
@@ -39,7 +39,7 @@ def finish(rt: Runtime, crawl: Crawl, outcome: Outcome, now: dt.datetime) -> Non
     if crawl.config_override:
         settle_retried_pages(rt, crawl, now)
     if outcome.status == S.CANCELED:
-        archive.delete_files(rt.settings.data_dir, crawl)
+        delete_files(rt, crawl)
     elif kept := files_bytes(crawl):
         rt.save(crawl, now, size_bytes=kept)
     if not crawl.finish(outcome.status, held.token, now, stop_reason=outcome.stop_reason,
@@ -104,7 +104,7 @@ def end_without_running(rt: Runtime, crawl: Crawl, token: int, now: dt.datetime)
     """A crawl asked to stop or cancel before (re)starting ends with what it has."""
     db = crawl.redis_db
     if crawl.intent == Intent.CANCEL or not crawl.files.exists():
-        archive.delete_files(rt.settings.data_dir, crawl)
+        delete_files(rt, crawl)
         status, reason = S.CANCELED, StopReason.USER
     else:
         status, reason = STOPPED_STATE[StopReason.USER], StopReason.USER
@@ -167,18 +167,32 @@ def remove_instances(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
 def clean_up(rt: Runtime, crawl: Crawl, db: int | None = None) -> None:
     """After the crawl is final: what its crawlers left unpackaged is kept, its working
     folder goes, its Redis database is flushed and only then released."""
-    if crawl.status != S.CANCELED:
-        warnings = archive.keep_leftovers(rt.settings.data_dir, crawl, rt.clock())
-        for warning in warnings:
-            rt.note(crawl, warning, "warning")
-        if warnings:
-            crawl.size_bytes = files_bytes(crawl)
-            Crawl.objects.filter(pk=crawl.pk).update(size_bytes=crawl.size_bytes)
-    shutil.rmtree(rt.settings.crawls_dir / crawl.pk, ignore_errors=True)
+    left_behind = 0 if crawl.status == S.CANCELED else keep_leftovers(rt, crawl, rt.clock())
+    if not left_behind:  # a file we could not keep stays where it is, for a person to look at
+        shutil.rmtree(rt.settings.crawls_dir / crawl.pk, ignore_errors=True)
     db = crawl.redis_db if db is None else db
     if db is not None:
         release_redis(rt, crawl, db)
     slot_freed(rt, crawl)
+
+
+def keep_leftovers(rt: Runtime, crawl: Crawl, now: dt.datetime) -> int:
+    """WARCs the crawl's instances left unpackaged are kept and recorded (never deleted);
+    returns how many files could not be kept."""
+    latest = {}
+    for process in crawl.processes.order_by("created_at", "pk"):
+        latest[process.instance] = process
+    left_behind, added = 0, 0
+    for process in latest.values():
+        kept = archive.keep_leftovers(rt.settings.data_dir, crawl, process, now,
+                                      archive.Limits.of(rt.settings))
+        record_kept(rt, crawl, kept, now)
+        left_behind += kept.left_behind
+        added += kept.added_bytes
+    if added:
+        crawl.size_bytes = files_bytes(crawl)
+        Crawl.objects.filter(pk=crawl.pk).update(size_bytes=crawl.size_bytes)
+    return left_behind
 
 
 def release_redis(rt: Runtime, crawl: Crawl, db: int) -> bool:
@@ -192,6 +206,12 @@ def release_redis(rt: Runtime, crawl: Crawl, db: int) -> bool:
                     crawl.short_id, db, type(exc).__name__)
         return False
     return crawl.release_redis_db(db)
+
+
+def delete_files(rt: Runtime, crawl: Crawl) -> None:
+    """A canceled crawl keeps nothing (the only deletion a runner makes on its own)."""
+    for warning in archive.delete_files(rt.settings.data_dir, crawl).warnings:
+        rt.note(crawl, warning, "warning")
 
 
 def slot_freed(rt: Runtime, crawl: Crawl) -> None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import shutil
 
 from archiver.errors import EngineUnavailable, LaunchError
 from crawls.models import Crawl, CrawlStatus, Process
+from runner import archive
 from runner.state import Runtime
 
 log = logging.getLogger("runner.daemon")
@@ -63,3 +65,27 @@ def remove_orphan(rt: Runtime, instance) -> bool:
     except LaunchError as exc:
         log.warning("could not remove orphan %s: %s", instance.ref[:40], exc)
     return True
+
+
+def keep_what_is_left_here(rt: Runtime, now: dt.datetime) -> bool:
+    """At start-up: crawls this data dir still holds files of, but that are not ours to run
+    any more (they ended, or a runner adopted them while we were dead). What their instances
+    left is kept and recorded, files in archives/ that no row records are recorded (never
+    deleted), and their working folders go once nothing is left behind."""
+    from runner.apply import keep_session, record_kept
+    from runner.steps import claim, finish
+
+    data_dir, home = rt.settings.data_dir, claim.home_of(rt)
+    limits = archive.Limits.of(rt.settings)
+    working = {p.name for p in rt.settings.crawls_dir.iterdir()} if rt.settings.crawls_dir.is_dir() else set()
+    found = False
+    for crawl in Crawl.objects.filter(pk__in=working | set(archive.archived_crawl_ids(data_dir, limits))):
+        if crawl.status in S.ACTIVE and crawl.home_dir in ("", home):
+            continue  # still ours: supervision keeps its files as its instances end
+        for process in crawl.processes.filter(started_at__isnull=False).order_by("created_at", "pk"):
+            keep_session(rt, crawl, process, now)
+        record_kept(rt, crawl, archive.adopt_unrecorded(data_dir, crawl, now, limits), now)
+        if crawl.pk in working and not finish.keep_leftovers(rt, crawl, now):
+            shutil.rmtree(rt.settings.crawls_dir / crawl.pk, ignore_errors=True)
+        found = True
+    return found

@@ -147,3 +147,29 @@ def test_a_lease_is_not_renewed_with_a_stale_clock(make_runner, make_crawl, fake
     runner.tick(T0)
     runner.tick(later(4))
     assert Crawl.objects.get(pk=crawl.pk).retry_at > later(4) + dt.timedelta(seconds=4)
+
+
+def test_a_runner_that_comes_back_keeps_what_its_data_dir_holds_for_a_crawl_that_left_it(
+        make_runner, make_crawl, fake, settings, store, tmp_path, several_runners):
+    crawl = make_crawl()
+    first = make_runner(fake)
+    first.tick(T0)
+    folder = settings.data_dir / "crawls" / crawl.pk / "0" / "collections" / crawl.pk
+    (folder / "archive").mkdir(parents=True)
+    (folder / "archive" / "rec-0.warc.gz").write_bytes(b"r" * 300)  # never packaged
+    archives = settings.data_dir / "archives" / crawl.pk
+    archives.mkdir(parents=True)
+    (archives / f"{crawl.pk}-0-99.wacz").write_bytes(b"z" * 200)  # moved, then the crash
+    # The first runner dies; another adopts the crawl and finishes it elsewhere.
+    other = make_runner(fake, settings=settings.model_copy(update={"data_dir": tmp_path / "other"}))
+    other.tick(later(claim.DEAD_AFTER_LEASES * settings.lease_seconds + 1))
+    Crawl.objects.filter(pk=crawl.pk).update(status=S.COMPLETE, retry_at=None, lease_owner="")
+
+    back = make_runner(fake)
+    back.keep_what_is_left_here(later(100))
+
+    kept = {row.path.rsplit("/", 1)[1]: (row.size, row.root) for row in crawl.files.all()}
+    assert kept[f"{crawl.pk}-0-99.wacz"] == (200, str(settings.data_dir))
+    assert any(name.endswith("rec-0.warc.gz") and size == 300 for name, (size, _) in kept.items())
+    assert not (settings.data_dir / "crawls" / crawl.pk).exists()
+    assert (archives / f"{crawl.pk}-0-99.wacz").read_bytes() == b"z" * 200
