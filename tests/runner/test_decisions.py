@@ -1,4 +1,4 @@
-"""The runner's pure decisions: exit codes, outcomes, backoff, crawl state, masking."""
+"""The runner's pure decisions: exit codes, outcomes, backoff and crawl state."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import pytest
 
 from crawls.models import CrawlStatus, ExitReason, Intent
 from runner.daemon import classify_exit, crawl_state_for, decide_outcome, relaunch_delay
-from runner.launchers import LaunchSpec
-from runner.redis_server import RedisEndpoint, mask
 
 S = CrawlStatus
 
@@ -84,14 +82,3 @@ def test_relaunch_backoff_doubles_and_is_capped():
 ])
 def test_the_crawl_state_follows_the_least_advanced_instance(statuses, state):
     assert crawl_state_for(statuses) == state
-
-
-def test_the_redis_password_is_masked_in_stored_arguments(tmp_path):
-    endpoint = RedisEndpoint(host="127.0.0.1", port=7000, password="s3cr/et", databases=256)
-    spec = LaunchSpec(crawl_id="abc", instance=0, process_id=1, instance_dir=tmp_path, workers=1,
-                      redis=endpoint, db=3, runner_id="r")
-    args = spec.crawler_args("/crawls", redis_host="redis")
-    url = args[args.index("--redisStoreUrl") + 1]
-    assert url == "redis://:s3cr%2Fet@redis:7000/3"
-    assert mask(url, endpoint) == "redis://:***@redis:7000/3"
-    assert "s3cr" not in " ".join(mask(a, endpoint) for a in args)
