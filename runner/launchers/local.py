@@ -114,14 +114,16 @@ class LocalLauncher(Launcher):
 
     def _inspect(self, ref: str, wrappers: Callable[[], dict[str, int]]) -> Instance | None:
         prefix = Path(ref)
-        meta = read_json(prefix.parent, prefix.with_suffix(".json").name)
-        if meta is None or not {"crawl_id", "instance", "process_id"} <= set(meta):
+        # The instance folder is the crawler's: its .json may be anything, so it is checked.
+        meta = read_json(prefix.parent, prefix.with_suffix(".json").name) or {}
+        crawl_id, number, process_id = meta.get("crawl_id"), meta.get("instance"), meta.get("process_id")
+        if not (isinstance(crawl_id, str) and _count(number) and _count(process_id)):
             return None
         pid = meta.get("pid")
-        if not isinstance(pid, int) or pid <= 0:  # the launcher died before it wrote the pid
+        if not _count(pid) or pid == 0:  # the launcher died before it wrote the pid
             pid = wrappers().get(ref)
-        instance = Instance(ref=ref, crawl_id=str(meta["crawl_id"]), instance=int(meta["instance"]),
-                            process_id=int(meta["process_id"]), running=False, pid=pid)
+        instance = Instance(ref=ref, crawl_id=crawl_id, instance=number, process_id=process_id,
+                            running=False, pid=pid)
         if pid and self._alive(pid, prefix):
             instance.running = True
             return instance
@@ -194,6 +196,10 @@ def wait_for_exec(pid: int, timeout: float = 2.0) -> None:
         except (OSError, IndexError):
             return
         time.sleep(0.001)
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31
 
 
 def prefix_of(instance_dir: Path, process_id: int) -> Path:

@@ -216,3 +216,19 @@ def test_the_wrapper_refuses_a_command_line_it_cannot_parse():
                              "--memory", "lots", "--", "true"], capture_output=True, text=True)
     assert result.returncode == 2 and "usage" in result.stderr
     assert not os.path.exists("/tmp/x.exit")
+
+
+@pytest.mark.parametrize("content", [
+    '{"crawl_id": "c0ffee", "instance": "0", "process_id": 9, "pid": 1}',
+    '{"crawl_id": ["x"], "instance": 0, "process_id": 9}',
+    '{"crawl_id": "c0ffee", "instance": 0, "process_id": 9, "pid": "1; rm -rf /"}',
+    "[1, 2]", "not json", "",
+])
+def test_a_process_file_a_crawler_rewrote_never_breaks_listing(settings, tmp_path, content):
+    launcher = LocalLauncher(settings, command=sleeper(tmp_path))
+    spec = make_spec(settings)
+    (spec.instance_dir / "process-9.json").write_text(content)
+    found = launcher.list()
+    assert all(not instance.running for instance in found)
+    for instance in found:
+        launcher.remove(instance.ref)
