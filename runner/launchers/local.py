@@ -75,10 +75,12 @@ class LocalLauncher(Launcher):
     def launch(self, spec: LaunchSpec) -> Launched:
         prefix = prefix_of(spec.instance_dir, spec.process_id)
         args = [*self.command, *spec.crawler_args(str(spec.instance_dir))]
+        # Written even for an instance that runs already: it may not have read it yet, and
+        # the daemon may have just rewritten it (atomically replaced either way).
+        write_crawler_config(spec.instance_dir, spec.config, spec.redis_url())
         running = self.inspect(str(prefix))
         if running and running.running:  # launched before, the row just never heard of it
             return Launched(ref=str(prefix), args=args, pid=running.pid)
-        write_crawler_config(spec.instance_dir, spec.config, spec.redis_url())
         prefix.with_suffix(".exit").unlink(missing_ok=True)
         meta = {"crawl_id": spec.crawl_id, "instance": spec.instance, "process_id": spec.process_id}
         write_json(spec.instance_dir, prefix.with_suffix(".json").name, {**meta, "pid": None})
