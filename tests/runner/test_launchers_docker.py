@@ -66,6 +66,7 @@ def make_spec(settings, process_id: int = 5, endpoint: RedisEndpoint | None = No
                       db=db, runner_id="r", config=config or {"seeds": ["http://127.0.0.1:9/"]})
 
 
+@pytest.mark.slow
 def test_every_engine_call_gives_up_within_its_timeout_on_an_engine_that_never_answers(
         settings, hung_engine):
     settings = settings.model_copy(update={"docker_timeout": 1.0, "launcher": "docker"})
@@ -110,6 +111,7 @@ def test_the_default_timeout_is_well_under_the_lease(data_dir):
 
 
 @pytest.mark.docker
+@pytest.mark.slow
 @pytest.mark.parametrize(("image", "fix"), [
     ("archiver/crawler:not-built-0", "build it with scripts/build-crawler-image.sh"),
     ("registry.invalid/someone/crawler:1", "pull it with `docker pull registry.invalid/someone/crawler:1`"),
@@ -158,6 +160,7 @@ def crawling_spec(docker_settings, endpoint):
 
 
 @pytest.mark.docker
+@pytest.mark.slow
 def test_a_container_whose_row_was_never_updated_is_found_and_never_started_twice(
         docker_settings, docker_client, no_leftover_containers, crawling_spec, endpoint):
     spec = crawling_spec
@@ -198,6 +201,7 @@ def test_a_container_whose_row_was_never_updated_is_found_and_never_started_twic
 
 
 @pytest.mark.docker
+@pytest.mark.slow
 def test_a_container_created_but_never_started_is_cleared_by_find_then_launched_once(
         docker_settings, docker_client, no_leftover_containers, crawling_spec):
     spec = crawling_spec
@@ -216,6 +220,7 @@ def test_a_container_created_but_never_started_is_cleared_by_find_then_launched_
 
 
 @pytest.mark.docker
+@pytest.mark.slow
 def test_a_launch_retried_after_a_create_it_never_heard_back_from_takes_that_container_over(
         docker_settings, docker_client, no_leftover_containers, crawling_spec):
     spec = crawling_spec
