@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -253,11 +254,16 @@ def read_exit(prefix: Path) -> int | None:
 
 
 def _tail(path: Path, lines: int) -> str:
+    """The last lines of a log the crawler could have replaced: a regular file, not followed
+    if a link, at most 16 KiB read."""
     try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(handle.tell() - 16384, 0))
-            text = handle.read().decode(errors="replace")
-    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
         return ""
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return ""
+        handle.seek(max(info.st_size - 16384, 0))
+        text = handle.read(16384).decode(errors="replace")
     return "\n".join(text.splitlines()[-lines:])

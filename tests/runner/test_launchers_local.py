@@ -232,3 +232,21 @@ def test_a_process_file_a_crawler_rewrote_never_breaks_listing(settings, tmp_pat
     assert all(not instance.running for instance in found)
     for instance in found:
         launcher.remove(instance.ref)
+
+
+@pytest.mark.parametrize("plant", ["/dev/zero", "fifo"])
+def test_a_log_the_crawler_replaced_is_not_followed_nor_read_forever(settings, tmp_path, plant):
+    launcher = LocalLauncher(settings, command=sleeper(tmp_path))
+    log = make_spec(settings).instance_dir / "process-7.log"
+    if plant == "fifo":
+        os.mkfifo(log)  # nobody writes: opening it to read would block
+    else:
+        log.symlink_to(plant)  # endless: reading it all would never end
+    assert launcher.log_tail(str(log.with_suffix(""))) == ""
+
+
+def test_the_log_tail_is_the_last_lines(settings, tmp_path):
+    launcher = LocalLauncher(settings, command=sleeper(tmp_path))
+    log = make_spec(settings).instance_dir / "process-7.log"
+    log.write_text("".join(f"line {i}\n" for i in range(5000)))
+    assert launcher.log_tail(str(log.with_suffix("")), lines=2) == "line 4998\nline 4999"
