@@ -138,7 +138,7 @@ def write_crawler_config(folder: Path, config: dict | None, redis_url: str,
                          owner: tuple[int, int] | None = None) -> None:
     """<folder>/crawler.json = config + redisStoreUrl, mode 0600, owned by `owner` if given."""
     try:
-        with _open_folder(folder) as dir_fd:
+        with open_folder(folder) as dir_fd:
             if config is None:
                 config = _read_config(dir_fd)
             data = json.dumps({**config, "redisStoreUrl": redis_url}).encode()
@@ -148,12 +148,12 @@ def write_crawler_config(folder: Path, config: dict | None, redis_url: str,
 
 
 def write_json(folder: Path, name: str, data: dict) -> None:
-    with _open_folder(folder) as dir_fd:
+    with open_folder(folder) as dir_fd:
         replace_file(dir_fd, name, json.dumps(data).encode())
 
 
 @contextlib.contextmanager
-def _open_folder(folder: Path):
+def open_folder(folder: Path):
     dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         yield dir_fd
@@ -183,7 +183,7 @@ def read_json(folder: Path, name: str) -> dict | None:
     """A JSON object from a regular file in `folder`, not followed if a link; None if absent
     or not a bounded JSON object."""
     try:
-        with _open_folder(folder) as dir_fd:
+        with open_folder(folder) as dir_fd:
             data = read_regular(dir_fd, name)
         value = json.loads(data)
     except (OSError, ValueError):

@@ -28,7 +28,9 @@ from runner.launchers.base import (
     Launched,
     Launcher,
     LaunchSpec,
+    open_folder,
     read_json,
+    read_regular,
     write_crawler_config,
     write_json,
 )
@@ -247,8 +249,10 @@ def group_works_in(pgid: int, folder: Path) -> bool:
 
 
 def read_exit(prefix: Path) -> int | None:
+    """The wrapper's exit code file; the crawler could have replaced it with anything."""
     try:
-        return int(prefix.with_suffix(".exit").read_text(errors="replace")[:20])
+        with open_folder(prefix.parent) as dir_fd:
+            return int(read_regular(dir_fd, prefix.with_suffix(".exit").name, limit=32))
     except (OSError, ValueError):
         return None
 

@@ -250,3 +250,15 @@ def test_the_log_tail_is_the_last_lines(settings, tmp_path):
     log = make_spec(settings).instance_dir / "process-7.log"
     log.write_text("".join(f"line {i}\n" for i in range(5000)))
     assert launcher.log_tail(str(log.with_suffix("")), lines=2) == "line 4998\nline 4999"
+
+
+def test_an_exit_file_the_crawler_replaced_with_a_link_to_an_endless_device_is_no_exit_code(
+        settings, tmp_path):
+    launcher = LocalLauncher(settings, command=executable(tmp_path / "fast", "#!/bin/sh\nexit 3\n"))
+    spec = make_spec(settings)
+    launched = launcher.launch(spec)
+    assert wait_for_exit(launcher, launched.ref).exit_code == 3
+    exit_file = Path(launched.ref).with_suffix(".exit")
+    exit_file.unlink()
+    exit_file.symlink_to("/dev/zero")
+    assert launcher.inspect(launched.ref).exit_code is None
