@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 from pathlib import Path
 from typing import Literal
 
@@ -36,6 +37,8 @@ ENV = {
     "webhook_allow_domains": "ARCHIVER_WEBHOOK_ALLOW_DOMAINS",
     "instance_id": "ARCHIVER_INSTANCE_ID",
     "archive_max_bytes": "ARCHIVER_ARCHIVE_MAX_BYTES",
+    "docker_timeout": "ARCHIVER_DOCKER_TIMEOUT",
+    "local_crawler_command": "ARCHIVER_LOCAL_CRAWLER_COMMAND",
 }
 
 
@@ -64,6 +67,10 @@ class Settings(BaseModel):
     instance_id: str = Field(default_factory=lambda: os.uname().nodename, min_length=1)
     # The largest WACZ or WARC the runner keeps from a crawler (runner/archive.py); bigger is refused.
     archive_max_bytes: int = Field(default=64 << 30, ge=1 << 20, le=1 << 50)
+    # Seconds any one Docker engine call may take; None: 5 s, or a third of a shorter lease.
+    docker_timeout: float | None = Field(default=None, gt=0, le=60)
+    # Replaces archiver-crawler for the local launcher (e.g. browsertrix-crawler from source).
+    local_crawler_command: tuple[str, ...] = ()
 
     @field_validator("data_dir")
     @classmethod
@@ -89,6 +96,33 @@ class Settings(BaseModel):
         if isinstance(value, str):
             return tuple(part.strip().lower() for part in value.split(",") if part.strip())
         return value
+
+    @field_validator("docker_timeout")
+    @classmethod
+    def _under_the_lease(cls, value: float | None, info) -> float | None:
+        # A slow engine call must never outlast the lease of the crawl it is made for.
+        lease = info.data.get("lease_seconds")
+        if value is not None and lease is not None and value > lease / 3:
+            raise ValueError(f"must be at most a third of ARCHIVER_LEASE_SECONDS ({lease / 3:g} s)")
+        return value
+
+    @field_validator("local_crawler_command", mode="before")
+    @classmethod
+    def _command_line(cls, value):
+        if isinstance(value, str):
+            try:
+                value = tuple(shlex.split(value))
+            except ValueError as exc:
+                raise ValueError(f"not a command line: {exc}") from None
+            if not value:
+                raise ValueError("is empty")
+        if any("\0" in part for part in value):
+            raise ValueError("holds a NUL character")
+        return value
+
+    @property
+    def docker_call_timeout(self) -> float:
+        return self.docker_timeout or min(5.0, self.lease_seconds / 3)
 
     @property
     def run_dir(self) -> Path:

@@ -37,6 +37,11 @@ class EngineUnavailable(LaunchError):
     """The Docker engine (or another launcher backend) does not answer right now."""
 
 
+class ImageMissing(LaunchError):
+    """The crawler image is not on the Docker engine. The launcher never pulls one itself
+    (a pull can take minutes and would hold the daemon's loop); the message says how to get it."""
+
+
 class WebhookRefused(ArchiverError):
     """A webhook URL or its resolved address is not allowed (SSRF protection)."""
 

@@ -153,9 +153,10 @@ def _tick_cost(data_dir: Path, port: int, active: int, ticks: int) -> dict:
     from crawls.config import CrawlConfig
     from crawls.models import Crawl, CrawlStatus, Org
     from runner.daemon import Runner
-    from runner.launchers import FakeLauncher, hostname
+    from runner.launchers import hostname
     from runner.progress import ProgressStore
     from runner.redis_server import RedisEndpoint
+    from runner.testing import FakeLauncher
 
     for _ in range(100):
         try:

@@ -14,7 +14,7 @@ import logging
 
 import redis
 
-from archiver.errors import ArchiverError, EngineUnavailable, LaunchError
+from archiver.errors import ArchiverError, EngineUnavailable, ImageMissing, LaunchError
 from crawls import quotas
 from crawls.models import (
     DISK_PAUSE,
@@ -56,13 +56,14 @@ from runner.decide import (
     Stalled,
     StopOne,
 )
-from runner.launchers import CONFIG_NAME, LaunchSpec, hostname
+from runner.launchers import LaunchSpec, hostname
 from runner.state import Held, Runtime
 
 log = logging.getLogger("runner.daemon")
 S = CrawlStatus
 
 ENGINE_RETRY = 2.0  # launch again this long after the engine did not answer
+IMAGE_RETRY = 10.0  # look for a missing crawler image again this often
 REDIS_RELAUNCH = 2.0  # an instance that exited because Redis was away is relaunched after this
 MAX_DRAIN_BATCHES = 20  # per crawl per tick, so one busy crawl cannot starve the others
 ENGINE_WAIT = "waiting: Docker engine unreachable"
@@ -349,22 +350,21 @@ def launch(rt: Runtime, obs, held: Held, action: Launch) -> None:
             return
     elif not action.due:
         return
-    found = find_started(rt, process)
+    found = find_started(rt, crawl, process)
     if found is not None:
-        process.mark_running(now, ref=found.ref, runner=rt.id, launcher=rt.launcher.name)
+        ref = found.ref if rt.launcher.ref_of(process) != found.ref else ""
+        process.mark_running(now, ref=ref, pid=found.pid, runner=rt.id, launcher=rt.launcher.name)
         rt.event(f"crawl {crawl.short_id}: instance {process.instance} was already running; following it")
         return
     start_instance(rt, crawl, held, process, now)
 
 
-def find_started(rt: Runtime, process: Process):
+def find_started(rt: Runtime, crawl: Crawl, process: Process):
     """An instance already started for this row (a crash cut its launch short), or None."""
-    find = getattr(rt.launcher, "find", None)
-    if find is None:
-        return None
+    instance_dir = rt.settings.crawls_dir / crawl.pk / str(process.instance)
     try:
-        instance = find(process)
-    except EngineUnavailable:
+        instance = rt.launcher.find(process.pk, crawl.pk, process.instance, instance_dir)
+    except LaunchError:
         return None
     return instance if instance is not None and instance.running else None
 
@@ -404,21 +404,24 @@ def crawler_config(rt: Runtime, crawl: Crawl, now: dt.datetime) -> dict:
 
 def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now: dt.datetime) -> bool:
     instance_dir = rt.settings.crawls_dir / crawl.pk / str(process.instance)
-    # A new file renamed into place: a link a crawler planted is replaced, never followed.
     try:
-        archive.write_config(rt.settings.data_dir, crawl.pk, process.instance, CONFIG_NAME,
-                             json.dumps(crawler_config(rt, crawl, now)).encode(), mode=0o644)
+        with archive.folder(rt.settings.data_dir, archive.CRAWLS, crawl.pk, str(process.instance),
+                            create=True):
+            pass  # created (0700) without following a link a crawler planted
     except archive.Refused as exc:
-        raise CrawlFailed(f"cannot write its crawler's configuration: {exc}") from exc
+        raise CrawlFailed(f"cannot prepare its crawler's folder: {exc}") from exc
     spec = LaunchSpec(
         crawl_id=crawl.pk, instance=process.instance, process_id=process.pk,
         instance_dir=instance_dir, workers=crawl.launch_config().workers,
-        redis=rt.store.grant(crawl.redis_db, crawl.pk),
-        db=crawl.redis_db, runner_id=rt.id,
+        redis=rt.store.grant(crawl.redis_db, crawl.pk), db=crawl.redis_db, runner_id=rt.id,
         disk_utilization=int(rt.settings.disk_threshold_percent),
+        config=crawler_config(rt, crawl, now),
     )
     try:
         launched = rt.launcher.launch(spec)
+    except ImageMissing as exc:
+        image_missing(rt, crawl, held, process, exc, now)
+        return False
     except EngineUnavailable as exc:
         engine_away(rt, crawl, held, process, exc, now)
         return False
@@ -434,6 +437,21 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
     if crawl.status in (S.STARTING, S.WAITING_CAPACITY):
         crawl.mark_running(held.token, now)
     return True
+
+
+def image_missing(rt: Runtime, crawl: Crawl, held: Held, process: Process, exc: Exception,
+                  now: dt.datetime) -> None:
+    """The crawler image is not there: not a crash of the crawl. It waits (said once), and
+    launches when someone pulls or builds the image (the runner never pulls in its loop)."""
+    process.defer(now + dt.timedelta(seconds=IMAGE_RETRY))
+    reason = f"waiting: {exc}"[:300]
+    if crawl.waiting_reason == reason:
+        return
+    rt.note(crawl, f"cannot launch: {exc}", "warning", now)
+    if crawl.status in (S.STARTING, S.RUNNING):
+        crawl.mark_waiting(S.WAITING_CAPACITY, reason, held.token, now)
+    else:
+        rt.set_waiting_reason(crawl, reason, now)
 
 
 def engine_away(rt: Runtime, crawl: Crawl, held: Held, process: Process, exc: Exception,

@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import archiver_crawler
+import docker.types
 import pytest
 import redis
 import requests
@@ -64,6 +65,9 @@ def run_crawler(docker_client, image: str, crawl_id: str, crawl_dir: Path, args:
         security_opt=["no-new-privileges"],
         pids_limit=256,
         mem_limit="1g",
+        read_only=True,  # as DockerLauncher: writable are /crawls and a tmpfs /tmp only
+        tmpfs={"/tmp": "rw,nosuid,nodev,noexec,size=256m"},
+        ulimits=[docker.types.Ulimit(name="nofile", soft=4096, hard=4096)],
         labels={"archiver.test": "test_image"},
     )
     try:

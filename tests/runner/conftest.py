@@ -15,9 +15,10 @@ from archiver.conf import Settings
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, Org
 from runner.daemon import Runner
-from runner.launchers import FakeLauncher, LocalLauncher
+from runner.launchers import LocalLauncher
 from runner.progress import ProgressStore
 from runner.redis_server import RedisEndpoint
+from runner.testing import FakeLauncher
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
 

@@ -1,4 +1,4 @@
-"""The runner's pure decisions: exit codes, outcomes, backoff, crawl state, masking."""
+"""The runner's pure decisions: exit codes, outcomes, backoff and crawl state."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ from crawls.models import Crawl, CrawlStatus, ExitReason, Intent, Process, Proce
 from runner import decide
 from runner.daemon import classify_exit, crawl_state_for, decide_outcome, relaunch_delay
 from runner.decide import elapsed_now
-from runner.launchers import LaunchSpec
 from runner.observe import Observation
 from runner.progress import Progress
-from runner.redis_server import RedisEndpoint, mask
 from runner.state import Held
 
 S = CrawlStatus
@@ -96,29 +94,14 @@ def test_the_crawl_state_follows_the_least_advanced_instance(statuses, state):
     assert crawl_state_for(statuses) == state
 
 
-def test_the_redis_password_is_masked_in_stored_arguments(tmp_path):
-    endpoint = RedisEndpoint(host="127.0.0.1", port=7000, password="s3cr/et", databases=256)
-    spec = LaunchSpec(crawl_id="abc", instance=0, process_id=1, instance_dir=tmp_path, workers=1,
-                      redis=endpoint, db=3, runner_id="r")
-    args = spec.crawler_args("/crawls", redis_host="redis")
-    url = args[args.index("--redisStoreUrl") + 1]
-    assert url == "redis://:s3cr%2Fet@redis:7000/3"
-    assert mask(url, endpoint) == "redis://:***@redis:7000/3"
-    assert "s3cr" not in " ".join(mask(a, endpoint) for a in args)
-
-
 # --- the plan: observation -> actions, with a pinned clock and no Redis ------------------
 
 
 def observation(crawl, now, **fields):
-
-
     return Observation(crawl=crawl, now=now, processes=fields.pop("processes", []), **fields)
 
 
 def test_redis_unreachable_is_a_wait_then_a_failure_after_the_grace():
-
-
     rules = decide.Policy(redis_grace=60, corrupt_grace=30, cancel_grace=30, count_every=15,
                           stall_minutes=15)
     crawl = Crawl(id="c" * 32, status=S.RUNNING, scale=1)
@@ -134,8 +117,6 @@ def test_redis_unreachable_is_a_wait_then_a_failure_after_the_grace():
 
 
 def test_a_full_disk_pauses_and_a_limit_stops_each_command_once():
-
-
     crawl = Crawl(id="c" * 32, status=S.RUNNING, scale=1)
     held = Held(token=1, renewed_at=t0)
     obs = observation(crawl, t0, progress=Progress(), disk_reason="waiting: disk 95 % full")
@@ -149,8 +130,6 @@ def test_a_full_disk_pauses_and_a_limit_stops_each_command_once():
 
 
 def test_instances_to_launch_skip_finished_ones_and_wait_for_their_backoff():
-
-
     crawl = Crawl(id="c" * 32, status=S.RUNNING, scale=3)
     pending = Process(pk=9, instance=2, status=ProcessStatus.STARTING, retry_at=t0 + dt.timedelta(seconds=4))
     statuses = {f"crawl-{crawl.pk}-0": "done", f"crawl-{crawl.pk}-1": "running"}
@@ -160,7 +139,5 @@ def test_instances_to_launch_skip_finished_ones_and_wait_for_their_backoff():
 
 
 def test_elapsed_time_includes_what_runs_but_is_not_counted_yet():
-
-
     running = Process(status=ProcessStatus.RUNNING, started_at=t0, counted_until=t0 + dt.timedelta(seconds=5))
     assert elapsed_now(5.0, [running], t0 + dt.timedelta(seconds=9)) == 9.0

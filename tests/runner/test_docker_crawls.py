@@ -32,6 +32,9 @@ def test_a_crawl_in_a_container_completes_with_a_verified_wacz(
         assert config["NetworkMode"] == "host" and config["CapDrop"] == ["ALL"]
         assert config["Memory"] == 2**30 + 768 * 2**20 and config["NanoCpus"] == 1_500_000_000
         assert "no-new-privileges" in config["SecurityOpt"] and config["PidsLimit"] > 0
+        assert config["ReadonlyRootfs"] is True and "/tmp" in config["Tmpfs"]
+        assert config["LogConfig"]["Config"] == {"max-size": "10m", "max-file": "3"}
+        assert [u["Name"] for u in config["Ulimits"]] == ["nofile"]
         assert container.attrs["Config"]["Hostname"] == f"crawl-{crawl.pk}-0"
         assert container.attrs["Config"]["User"] != "" and "docker.sock" not in str(config["Binds"])
         drive(runner, is_final(crawl), timeout=90)

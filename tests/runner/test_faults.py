@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from crawls.models import Crawl, CrawlFile, CrawlLog, CrawlStatus, ExitReason, Intent, ProcessStatus
@@ -109,12 +107,12 @@ def test_a_time_limit_holds_within_one_tick_not_the_counting_interval(make_runne
 
 
 def test_the_crawler_gets_what_is_left_of_the_size_and_time_limits(make_runner, make_crawl, fake, settings):
-    crawl = make_crawl(size_limit=10_000, time_limit=600)
+    make_crawl(size_limit=10_000, time_limit=600)
     runner = make_runner(fake)
     runner.tick(T0)
 
-    config = json.loads((instance_dir(settings, crawl) / "crawler.json").read_text())
-    assert config["sizeLimit"] == 10_000 and config["timeLimit"] == 600
+    (launched,) = fake.instances.values()
+    assert launched.spec.config["sizeLimit"] == 10_000 and launched.spec.config["timeLimit"] == 600
 
 
 def test_corrupt_progress_is_a_readable_wait_then_a_bounded_failure(make_runner, make_crawl, fake, store,

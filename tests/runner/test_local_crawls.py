@@ -235,3 +235,31 @@ def test_interrupt_crawls_mode_pauses_running_crawls_before_the_loop_exits(make_
     crawl.refresh_from_db()
     assert crawl.status == S.PAUSED and crawl.files.count() == 1
     assert runner.held == {} and time.monotonic() - started < 30
+
+
+class Killed(BaseException):
+    """What kill -9 is to the runner: nothing after it runs."""
+
+
+def test_a_runner_killed_between_spawn_and_record_leaves_one_crawler_which_the_next_one_adopts(
+        make_runner, make_crawl, settings):
+    def die(pid):
+        raise Killed(pid)
+
+    with slow_site(pages=15, delay=0.15) as site:
+        crawl = make_crawl(site.url)
+        first = make_runner(LocalLauncher(settings, after_spawn=die), clock=db_now)
+        with pytest.raises(Killed) as killed:
+            drive(first, lambda: False, timeout=20)
+        pid = killed.value.args[0]
+        (row,) = crawl.processes.all()
+        assert row.pid is None and row.status == ProcessStatus.STARTING  # never recorded
+
+        second = make_runner(LocalLauncher(settings), clock=db_now)
+        drive(second, is_final(crawl))
+        fetched_twice = [p for p, n in site.requests.items() if p.startswith("/gen/p") and n > 1]
+    crawl.refresh_from_db()
+    assert crawl.status == S.COMPLETE, crawl.error
+    (process,) = crawl.processes.all()
+    assert process.pid == pid and process.status == ProcessStatus.EXITED
+    assert fetched_twice == [] and crawl.files.count() == 1
