@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
+from archiver_crawler.netpolicy import parse_networks, split_networks
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from archiver.errors import ConfigError
@@ -35,6 +36,7 @@ ENV = {
     "webhook_allow_hosts": "ARCHIVER_WEBHOOK_ALLOW_HOSTS",
     "webhook_allow_domains": "ARCHIVER_WEBHOOK_ALLOW_DOMAINS",
     "instance_id": "ARCHIVER_INSTANCE_ID",
+    "crawl_allow_networks": "ARCHIVER_CRAWL_ALLOW_NETWORKS",
 }
 
 
@@ -61,6 +63,8 @@ class Settings(BaseModel):
     webhook_allow_hosts: tuple[str, ...] = ()
     webhook_allow_domains: tuple[str, ...] = ()
     instance_id: str = Field(default_factory=lambda: os.uname().nodename, min_length=1)
+    # CIDRs the crawl address policy opens for every crawl (docs/security.md); none by default.
+    crawl_allow_networks: tuple[str, ...] = ()
 
     @field_validator("data_dir")
     @classmethod
@@ -86,6 +90,12 @@ class Settings(BaseModel):
         if isinstance(value, str):
             return tuple(part.strip().lower() for part in value.split(",") if part.strip())
         return value
+
+    @field_validator("crawl_allow_networks", mode="before")
+    @classmethod
+    def _networks(cls, value):
+        # The crawler's own parser, so archiver refuses at start-up what the crawler would.
+        return tuple(str(network) for network in parse_networks(split_networks(value)))
 
     @property
     def run_dir(self) -> Path:

@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+# The suite's sites and receivers live on 127.0.0.1, which the crawl address policy refuses
+# by default; tests of the policy itself set their own list (tests/test_crawl_address_policy.py).
+os.environ.setdefault("ARCHIVER_CRAWL_ALLOW_NETWORKS", "127.0.0.0/8")
+
 
 def free_port() -> int:
     with socket.socket() as s:
