@@ -169,7 +169,8 @@ class Fetcher:
             raise FetchRefused(f"refused by the crawl address policy: {exc}") from None
         if ip is not None:
             try:
-                self.policy.check(host, str(ip))
+                # Named by its canonical form: "127.0.0.2 is ...", however the URL spelled it.
+                self.policy.check(str(ip), str(ip))
             except AddressRefused as exc:
                 raise FetchRefused(str(exc)) from None
 

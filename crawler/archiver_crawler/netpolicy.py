@@ -159,7 +159,7 @@ def _ipv6_problem(ip: ipaddress.IPv6Address) -> str | None:
     if embedded is not None:
         # Traffic to these ends at the embedded IPv4 address, so that is what is judged.
         problem = address_problem(embedded)
-        return f"embeds {embedded}, {problem}" if problem else None
+        return f"an address that embeds {embedded}, {problem}" if problem else None
     for network, reason in BLOCKED_IPV6:
         if ip in network:
             return reason
@@ -297,9 +297,10 @@ class AddressPolicy:
         """Why the crawl may not connect to `ip`, or None when it may."""
         if self.allows(ip):
             return None
-        if reached(ip) in self.own:
+        problem = address_problem(ip)  # the class says most ("a loopback address")
+        if problem is None and reached(ip) in self.own:
             return OWN_ADDRESS
-        return address_problem(ip)
+        return problem
 
     def check(self, host: str, address: str) -> IPAddress:
         """`address` (what `host` resolved to) as an IPAddress, or AddressRefused."""
