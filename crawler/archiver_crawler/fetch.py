@@ -17,7 +17,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 from urllib.robotparser import RobotFileParser
 
 import aiohttp
@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024 * 1024  # bigger bodies are truncated, as a guard against endless streams
 MAX_PARSE = 8 * 1024 * 1024
+ROBOTS_REDIRECTS = 5  # RFC 9309: follow at least five
 
 
 class FetchError(Exception):
@@ -208,12 +209,25 @@ class Fetcher:
         parser = RobotFileParser(origin + "/robots.txt")
         lines: list[str] = []
         try:
-            self.check_literal(urlsplit(origin).hostname or "")
-            async with self.session.get(origin + "/robots.txt", auto_decompress=True) as response:
-                if response.status < 400:
-                    lines = (await response.text(errors="replace")).splitlines()
-        except (aiohttp.ClientError, TimeoutError, OSError, FetchRefused) as exc:
+            lines = await self._robots_lines(origin + "/robots.txt")
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError, FetchRefused) as exc:
             # A refused origin's pages are refused too; its robots.txt does not matter.
             logger.info("no robots.txt for %s (%s); everything allowed", origin, type(exc).__name__)
         parser.parse(lines)
         return parser
+
+    async def _robots_lines(self, url: str) -> list[str]:
+        """robots.txt, following up to ROBOTS_REDIRECTS redirects hop by hop: aiohttp would
+        connect to a redirect's address literal without asking the policy's resolver."""
+        for _ in range(ROBOTS_REDIRECTS + 1):
+            self.check_literal(urlsplit(url).hostname or "")
+            async with self.session.get(url, allow_redirects=False,
+                                        auto_decompress=True) as response:
+                location = response.headers.get("Location")
+                if response.status in (301, 302, 303, 307, 308) and location:
+                    url = urljoin(url, location)
+                    continue
+                if response.status >= 400:
+                    return []
+                return (await response.text(errors="replace")).splitlines()
+        return []

@@ -360,3 +360,24 @@ def test_the_console_script_refuses_a_local_seed_and_says_why_in_redis(spawn, r)
     assert any(REASON + "127.0.0.2" in e["message"] for e in errors)
     assert not Path(crawler.collection.dir / "archive").exists() or archived(
         crawler.collection) == []
+
+
+def test_a_robots_txt_redirect_to_a_refused_address_is_not_followed(crawl, r, monkeypatch):
+    connections = watch_connections(monkeypatch)
+    with serve({"/": page("Home", '<a href="/a">a</a>'), "/a": page("A", "a"),
+                "/robots.txt": Route(302, headers={
+                    "Location": "http://169.254.169.254/latest/meta-data/"})}) as site:
+        code, collection = crawl(site.url("/"), "--useRobots", allow=ONLY_127_0_0_1)
+    assert code == 0 and collection.page_urls == {site.url("/"), site.url("/a")}
+    assert "/robots.txt" in site.hits
+    assert {host for host, _ in connections} == {"127.0.0.1"}
+
+
+def test_robots_txt_redirects_within_allowed_addresses_are_still_followed(crawl, r):
+    with serve({"/": page("Home", '<a href="/a">a</a>'), "/a": page("A", "a"),
+                "/robots.txt": Route(301, headers={"Location": "/real-robots.txt"}),
+                "/real-robots.txt": Route(body=b"User-agent: *\nDisallow: /a\n",
+                                          content_type="text/plain")}) as site:
+        code, collection = crawl(site.url("/"), "--useRobots", allow=ONLY_127_0_0_1)
+    assert code == 0 and collection.page_urls == {site.url("/")}
+    assert "/a" not in site.hits
