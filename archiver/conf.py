@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Literal
 
+from archiver_crawler.netpolicy import parse_networks, split_networks
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from archiver.errors import ConfigError
@@ -39,6 +40,7 @@ ENV = {
     "archive_max_bytes": "ARCHIVER_ARCHIVE_MAX_BYTES",
     "docker_timeout": "ARCHIVER_DOCKER_TIMEOUT",
     "local_crawler_command": "ARCHIVER_LOCAL_CRAWLER_COMMAND",
+    "crawl_allow_networks": "ARCHIVER_CRAWL_ALLOW_NETWORKS",
 }
 
 
@@ -71,6 +73,8 @@ class Settings(BaseModel):
     docker_timeout: float | None = Field(default=None, gt=0, le=60)
     # Replaces archiver-crawler for the local launcher (e.g. browsertrix-crawler from source).
     local_crawler_command: tuple[str, ...] = ()
+    # CIDRs the crawl address policy opens for every crawl (docs/security.md); none by default.
+    crawl_allow_networks: tuple[str, ...] = ()
 
     @field_validator("data_dir")
     @classmethod
@@ -123,6 +127,11 @@ class Settings(BaseModel):
     @property
     def docker_call_timeout(self) -> float:
         return self.docker_timeout or min(5.0, self.lease_seconds / 3)
+    @field_validator("crawl_allow_networks", mode="before")
+    @classmethod
+    def _networks(cls, value):
+        # The crawler's own parser, so archiver refuses at start-up what the crawler would.
+        return tuple(str(network) for network in parse_networks(split_networks(value)))
 
     @property
     def run_dir(self) -> Path:

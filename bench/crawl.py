@@ -89,7 +89,8 @@ def crawl_ours(url: str, workdir: Path, redis_port: int, workers: int, crawl_id:
     cmd = [str(VENV_BIN / "archiver-crawler"), "--url", url, "--workers", str(workers),
            "--redisStoreUrl", f"redis://127.0.0.1:{redis_port}/0", "--crawlId", crawl_id,
            "--collection", "bench", "--cwd", str(workdir), "--generateWACZ",
-           "--pageLoadTimeout", "30", "--diskUtilization", "0"]
+           "--pageLoadTimeout", "30", "--diskUtilization", "0",
+           "--allowNetworks", "127.0.0.1/32"]  # the site is local: open it to the policy
     env = dict(os.environ, CRAWLER_HOSTNAME="bench-0")
     result = timed(cmd, env)
     collection = workdir / "collections" / "bench"

@@ -123,6 +123,12 @@ class CrawlConfig(BaseModel):
             config["userAgent"] = self.user_agent
         if self.use_robots:
             config["useRobots"] = True
+        from archiver import conf  # here only: the rest of this module needs no settings
+
+        allow = conf.get().crawl_allow_networks
+        if allow:
+            # archiver's crawler refuses local addresses unless told (docs/security.md).
+            config["allowNetworks"] = list(allow)
         return config
 
 

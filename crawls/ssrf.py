@@ -13,6 +13,8 @@ between the check and the connection. Redirects are never followed.
 Error messages and logs name only `host:port`: a URL's path and query may hold a token.
 The policy half of this module is pure (no Django), so the admin and the `webhook`
 command refuse a bad URL at the door with the same rules the runner applies at delivery.
+The address classes and numeric IPv4 spellings are archiver_crawler.netpolicy's, the rules
+the crawler applies to every fetch: one module, so the two can never disagree.
 """
 
 from __future__ import annotations
@@ -25,60 +27,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from archiver_crawler import netpolicy
+from archiver_crawler.netpolicy import IPAddress, address_problem
+
 from archiver import conf
 from archiver.errors import ConfigError, WebhookRefused
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 ALLOW_HOSTS = "ARCHIVER_WEBHOOK_ALLOW_HOSTS"
 ALLOW_DOMAINS = "ARCHIVER_WEBHOOK_ALLOW_DOMAINS"
-
-_V4 = ipaddress.IPv4Network
-_V6 = ipaddress.IPv6Network
-
-# Ordered: a narrower block comes before the wider one that contains it.
-BLOCKED_IPV4 = (
-    (_V4("0.0.0.0/8"), "an unspecified ('this network') address"),
-    (_V4("10.0.0.0/8"), "a private address"),
-    (_V4("100.64.0.0/10"), "a shared (carrier-grade NAT) address"),
-    (_V4("127.0.0.0/8"), "a loopback address"),
-    (_V4("169.254.0.0/16"), "a link-local address"),
-    (_V4("172.16.0.0/12"), "a private address"),
-    (_V4("192.0.0.0/24"), "an IETF protocol assignment"),
-    (_V4("192.0.2.0/24"), "a documentation address"),
-    (_V4("192.88.99.0/24"), "a 6to4 relay anycast address"),
-    (_V4("192.168.0.0/16"), "a private address"),
-    (_V4("198.18.0.0/15"), "a benchmarking address"),
-    (_V4("198.51.100.0/24"), "a documentation address"),
-    (_V4("203.0.113.0/24"), "a documentation address"),
-    (_V4("224.0.0.0/4"), "a multicast address"),
-    (_V4("255.255.255.255/32"), "the broadcast address"),
-    (_V4("240.0.0.0/4"), "a reserved address"),
-)
-
-BLOCKED_IPV6 = (
-    (_V6("::/128"), "an unspecified address"),
-    (_V6("::1/128"), "a loopback address"),
-    (_V6("::/96"), "an IPv4-compatible address (deprecated)"),
-    (_V6("64:ff9b:1::/48"), "a local-use NAT64 address"),
-    (_V6("100::/64"), "a discard-only address"),
-    (_V6("2001::/32"), "a Teredo tunnel address"),
-    (_V6("2001:2::/48"), "a benchmarking address"),
-    (_V6("2001:10::/28"), "an ORCHID address"),
-    (_V6("2001:20::/28"), "an ORCHID address"),
-    (_V6("2001:db8::/32"), "a documentation address"),
-    (_V6("3fff::/20"), "a documentation address"),
-    (_V6("5f00::/16"), "a segment-routing address"),
-    (_V6("fc00::/7"), "a unique-local (private) address"),
-    (_V6("fe80::/10"), "a link-local address"),
-    (_V6("fec0::/10"), "a site-local address (deprecated)"),
-    (_V6("ff00::/8"), "a multicast address"),
-)
-GLOBAL_UNICAST_V6 = _V6("2000::/3")
-NAT64_WELL_KNOWN = _V6("64:ff9b::/96")
-
 
 @dataclass(frozen=True)
 class WebhookURL:
@@ -169,79 +128,12 @@ def _parse_host(raw: str) -> tuple[str, IPAddress | None]:
 
 
 def parse_ipv4(host: str) -> ipaddress.IPv4Address | None:
-    """An IPv4 address in any form inet_aton() accepts, or None if `host` is a name.
-
-    Follows the URL standard: a host whose last label is a number is an address
-    (`2130706433`, `0x7f.1`, `017700000001`, `127.1`), and one that is not a valid
-    address is refused rather than sent to a resolver that might read it differently.
-    """
-    labels = host.split(".")
-    if len(labels) > 1 and labels[-1] == "":
-        labels.pop()
-    if not (labels[-1].isdigit() or _number(labels[-1]) is not None):
-        return None
-    numbers = [_number(label) for label in labels]
-    if len(labels) > 4 or None in numbers:
-        raise WebhookRefused(f"the webhook URL's host {host!r} is not a valid IPv4 address")
-    *head, last = numbers
-    if any(n > 255 for n in head) or last >= 256 ** (5 - len(numbers)):
-        raise WebhookRefused(f"the webhook URL's host {host!r} is not a valid IPv4 address")
-    value = last
-    for index, number in enumerate(head):
-        value += number << (8 * (3 - index))
-    return ipaddress.IPv4Address(value)
-
-
-def _number(label: str) -> int | None:
-    if label[:2].lower() == "0x":
-        digits, base = label[2:], 16
-        if digits == "":
-            return 0
-    elif len(label) > 1 and label.startswith("0"):
-        digits, base = label[1:], 8
-    else:
-        digits, base = label, 10
-    if not digits or not all(c in "0123456789abcdef"[:base] for c in digits.lower()):
-        return None
-    return int(digits, base)
-
-
-# --- addresses ----------------------------------------------------------------------------
-
-
-def address_problem(ip: IPAddress) -> str | None:
-    """Why `ip` is not a globally routable unicast address, or None if it is one."""
-    if isinstance(ip, ipaddress.IPv6Address):
-        return _ipv6_problem(ip)
-    for network, reason in BLOCKED_IPV4:
-        if ip in network:
-            return reason
-    return None if ip.is_global else "not a globally routable address"
-
-
-def _ipv6_problem(ip: ipaddress.IPv6Address) -> str | None:
-    if ip.scope_id:
-        return "a scoped (link-local) address"
-    embedded = embedded_ipv4(ip)
-    if embedded is not None:
-        # Traffic to these ends at the embedded IPv4 address, so that is what is judged.
-        problem = address_problem(embedded)
-        return f"embeds {embedded}, {problem}" if problem else None
-    for network, reason in BLOCKED_IPV6:
-        if ip in network:
-            return reason
-    if ip not in GLOBAL_UNICAST_V6:
-        return "a reserved address (outside 2000::/3)"
-    return None if ip.is_global else "not a globally routable address"
-
-
-def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv4-mapped, NAT64 (64:ff9b::/96) or 6to4 address stands for."""
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip in NAT64_WELL_KNOWN:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return ip.sixtofour
+    """An IPv4 address in any form inet_aton() accepts, or None if `host` is a name (the
+    crawl address policy's reading, netpolicy.parse_ipv4); no valid address is refused."""
+    try:
+        return netpolicy.parse_ipv4(host)
+    except netpolicy.NotAnAddress:
+        raise WebhookRefused(f"the webhook URL's host {host!r} is not a valid IPv4 address") from None
 
 
 # --- settings -----------------------------------------------------------------------------

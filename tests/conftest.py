@@ -17,6 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from archiver import conf as _conf
+
+# The suite's sites and receivers live on 127.0.0.1, which the crawl address policy refuses
+# by default; tests of the policy itself set their own list (tests/test_crawl_address_policy.py).
+# pytest-django has read the settings already (archiver.settings calls conf.get()), so the
+# cached copy is dropped; daemons and crawlers the tests start inherit the variable.
+os.environ.setdefault("ARCHIVER_CRAWL_ALLOW_NETWORKS", "127.0.0.0/8")
+_conf.get.cache_clear()
+
 
 def free_port() -> int:
     with socket.socket() as s:

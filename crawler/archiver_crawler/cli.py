@@ -22,6 +22,7 @@ from archiver_crawler.config import CrawlConfig, parse_args
 from archiver_crawler.crawl import Crawler, iso_now
 from archiver_crawler.errors import ConfigError, CrawlerError, ExitCode, RedisUnavailable
 from archiver_crawler.fetch import Fetcher
+from archiver_crawler.netpolicy import AddressPolicy
 from archiver_crawler.state import CrawlState
 
 logger = logging.getLogger("archiver_crawler")
@@ -112,8 +113,9 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
                        started: float | None = None) -> ExitCode:
     """Run one instance to its end and return its exit code (raises CrawlerError subclasses)."""
     state = await CrawlState.connect(config.redis_url, config.crawl_id, config.instance_id)
+    policy = AddressPolicy.for_this_host(config.allow_networks)
     fetcher = Fetcher(config.user_agent, config.page_load_timeout, config.workers,
-                      config.host_delay)
+                      config.host_delay, policy)
     health = await _health_server(config.health_check_port) if config.health_check_port else None
     flushing = asyncio.Event()
     flusher = asyncio.create_task(_flush_errors(state, errors, flushing)) if errors else None
@@ -250,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"archiver-crawler: invalid configuration: {exc}\n")
         return ExitCode.INVALID_CONFIG
     errors = setup_logging(config)
-    logger.info("crawl %s, instance %s, collection %s, %d worker(s)", config.crawl_id,
-                config.instance_id, config.collection, config.workers)
+    logger.info("crawl %s, instance %s, collection %s, %d worker(s), networks allowed "
+                "besides the public internet: %s", config.crawl_id, config.instance_id,
+                config.collection, config.workers,
+                ", ".join(map(str, config.allow_networks)) or "none")
     return _leave(exit_code_of(config, errors, started))

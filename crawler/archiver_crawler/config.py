@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from archiver_crawler import __version__
 from archiver_crawler.errors import ConfigError
+from archiver_crawler.netpolicy import IPNetwork, parse_networks, split_networks
 
 SCOPE_TYPES = ("page", "page-spa", "prefix", "host", "domain", "any", "custom")
 COLLECTION_RE = re.compile(r"^[\w][\w-]*$")
@@ -63,6 +64,8 @@ class CrawlConfig:
     host_delay: float = 0.0
     health_check_port: int | None = None
     restarts_on_error: bool = False
+    # Networks the crawl address policy opens (netpolicy.AddressPolicy); none by default.
+    allow_networks: tuple[IPNetwork, ...] = ()
 
     @property
     def collection_dir(self) -> Path:
@@ -110,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hostDelay", type=float, default=S,
                    help="minimum seconds between two requests of this instance to one host")
     p.add_argument("--healthCheckPort", type=int, default=S)
+    p.add_argument("--allowNetworks", action="append", default=S,
+                   help="ours: CIDRs (repeatable or comma-separated) the crawl may fetch "
+                        "although the address policy refuses them by default, e.g. 127.0.0.0/8")
     for flag in _FLAGS:
         p.add_argument(f"--{flag}", action="store_true", default=S)
     p.add_argument("--version", action="version", version=__version__)
@@ -213,6 +219,7 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
         host_delay=_nonneg(o, "hostDelay", 0.0, float),
         health_check_port=o.get("healthCheckPort"),
         restarts_on_error=bool(o.get("restartsOnError", False)),
+        allow_networks=_networks(o.get("allowNetworks")),
     )
 
 
@@ -252,6 +259,22 @@ def _check_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"seed {url!r} is not an http(s) URL")
+
+
+def _networks(value: Any) -> tuple[IPNetwork, ...]:
+    """`allowNetworks`: a list (config file, repeated option) of CIDRs or comma-separated
+    CIDRs; a malformed entry is a ConfigError, never a silently narrower or wider policy."""
+    if value is None:
+        return ()
+    entries: list[str] = []
+    for item in _as_list(value, "allowNetworks"):
+        if not isinstance(item, str):
+            raise ConfigError(f"--allowNetworks: {item!r} is not a CIDR string like 10.0.0.0/8")
+        entries += split_networks(item)
+    try:
+        return parse_networks(entries)
+    except ValueError as exc:
+        raise ConfigError(f"--allowNetworks: {exc}") from None
 
 
 def _check_regex(rx: str) -> None:

@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from archiver_crawler import launch
 from archiver_crawler.config import CrawlConfig
 from archiver_crawler.errors import CrawlerError, ExitCode, RedisUnavailable
-from archiver_crawler.fetch import Fetched, Fetcher, FetchError
+from archiver_crawler.fetch import Fetched, Fetcher, FetchError, FetchRefused
 from archiver_crawler.links import extract_css, extract_html
 from archiver_crawler.scope import Seed, normalize_url
 from archiver_crawler.state import CrawlState, Outcome, QueueEntry, Settled
@@ -484,6 +484,12 @@ class Crawler:
         async with self._asset_slots:
             try:
                 fetched = await self.fetcher.fetch(url)
+            except FetchRefused as exc:
+                # Not a page, so not on `<id>:f`; an error line (`<id>:e`, the crawl's log)
+                # says which request the policy stopped, and nothing of it is archived.
+                logger.error("requisite refused: %s (%s)", url, exc, extra={
+                    "context": "addressPolicy", "details": {"url": url, "reason": str(exc)}})
+                return
             except FetchError as exc:
                 logger.warning("requisite failed: %s (%s)", url, exc)
                 return

@@ -1,28 +1,73 @@
-"""HTTP fetching: one shared aiohttp session, raw bodies for the WARC, robots.txt, per-host delay."""
+"""HTTP fetching: one shared aiohttp session, raw bodies for the WARC, robots.txt, per-host delay.
+
+Every connection goes where the crawl address policy (netpolicy.AddressPolicy) allows, and
+only there: a host written as an address is judged before the request, and a name is
+resolved once by `PolicyResolver`, which judges every address of the answer and hands the
+connector exactly those (aiohttp connects to what its resolver returned, with the URL's
+name as Host header and TLS server name). No second lookup happens between the check and
+the connection, so DNS rebinding cannot move a checked name to a refused address.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 from urllib.robotparser import RobotFileParser
 
 import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
 
+from archiver_crawler.netpolicy import AddressPolicy, AddressRefused, NotAnAddress, literal_address
 from archiver_crawler.warc import Exchange
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024 * 1024  # bigger bodies are truncated, as a guard against endless streams
 MAX_PARSE = 8 * 1024 * 1024
+ROBOTS_REDIRECTS = 5  # RFC 9309: follow at least five
 
 
 class FetchError(Exception):
     """The request got no HTTP response (connection refused, timeout, protocol error)."""
+
+
+class FetchRefused(FetchError):
+    """The crawl address policy refused the request before any connection was made; the
+    message is the reason ("refused by the crawl address policy: ...")."""
+
+
+class PolicyResolver(AbstractResolver):
+    """Resolves a name once, judges every address of the answer, and returns only an answer
+    that passed whole: a name with one refused address is refused (else an attacker's DNS
+    could pair a public address with 169.254.169.254 and let the connector pick)."""
+
+    def __init__(self, policy: AddressPolicy, inner: AbstractResolver | None = None):
+        self.policy = policy
+        self._inner = inner
+
+    @property
+    def inner(self) -> AbstractResolver:
+        if self._inner is None:
+            self._inner = DefaultResolver()  # needs the running loop, hence made on first use
+        return self._inner
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        answers = await self.inner.resolve(host, port, family)
+        for answer in answers:
+            self.policy.check(host, answer["host"])  # raises AddressRefused
+        return answers
+
+    async def close(self) -> None:
+        if self._inner is not None:
+            await self._inner.close()
 
 
 @dataclass
@@ -69,10 +114,15 @@ class Fetcher:
     which is most of the crawl's time on a fast site.
     """
 
-    def __init__(self, user_agent: str, timeout: float, workers: int, host_delay: float = 0.0):
+    def __init__(self, user_agent: str, timeout: float, workers: int, host_delay: float = 0.0,
+                 policy: AddressPolicy | None = None, resolver: AbstractResolver | None = None):
+        # No policy given: the default one (nothing local), never "anything goes".
+        self.policy = policy if policy is not None else AddressPolicy.for_this_host()
+        connector = aiohttp.TCPConnector(limit=workers * 4, limit_per_host=workers * 4,
+                                         resolver=PolicyResolver(self.policy, resolver))
         self.session = aiohttp.ClientSession(
             auto_decompress=False,  # the WARC keeps bodies as sent; decoded_body() undoes it
-            connector=aiohttp.TCPConnector(limit=workers * 4, limit_per_host=workers * 4),
+            connector=connector,
             timeout=aiohttp.ClientTimeout(total=timeout),
             headers={"User-Agent": user_agent, "Accept-Encoding": "gzip, deflate",
                      "Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
@@ -97,12 +147,33 @@ class Fetcher:
             await asyncio.sleep(slot - now)
 
     async def fetch(self, url: str) -> Fetched:
+        """The response to one GET of `url`; FetchRefused when the address policy forbids
+        it (nothing was sent), FetchError when no HTTP response came."""
         parts = urlsplit(url)
+        self.check_literal(parts.hostname or "")
         await self._wait_turn(parts.netloc)
         try:
             return await self._fetch(url)  # the session's total timeout bounds it
+        except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc.os_error, AddressRefused):
+                raise FetchRefused(str(exc.os_error)) from exc
+            raise FetchError(f"{type(exc).__name__}: {exc}"[:300]) from exc
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
             raise FetchError(f"{type(exc).__name__}: {exc}"[:300]) from exc
+
+    def check_literal(self, host: str) -> None:
+        """Judge a host written as an address (aiohttp connects to those without asking
+        its resolver), in any spelling a C library would accept."""
+        try:
+            ip = literal_address(host)
+        except NotAnAddress as exc:
+            raise FetchRefused(f"refused by the crawl address policy: {exc}") from None
+        if ip is not None:
+            try:
+                # Named by its canonical form: "127.0.0.2 is ...", however the URL spelled it.
+                self.policy.check(str(ip), str(ip))
+            except AddressRefused as exc:
+                raise FetchRefused(str(exc)) from None
 
     async def _fetch(self, url: str) -> Fetched:
         date = datetime.now(UTC)
@@ -138,10 +209,25 @@ class Fetcher:
         parser = RobotFileParser(origin + "/robots.txt")
         lines: list[str] = []
         try:
-            async with self.session.get(origin + "/robots.txt", auto_decompress=True) as response:
-                if response.status < 400:
-                    lines = (await response.text(errors="replace")).splitlines()
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            lines = await self._robots_lines(origin + "/robots.txt")
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError, FetchRefused) as exc:
+            # A refused origin's pages are refused too; its robots.txt does not matter.
             logger.info("no robots.txt for %s (%s); everything allowed", origin, type(exc).__name__)
         parser.parse(lines)
         return parser
+
+    async def _robots_lines(self, url: str) -> list[str]:
+        """robots.txt, following up to ROBOTS_REDIRECTS redirects hop by hop: aiohttp would
+        connect to a redirect's address literal without asking the policy's resolver."""
+        for _ in range(ROBOTS_REDIRECTS + 1):
+            self.check_literal(urlsplit(url).hostname or "")
+            async with self.session.get(url, allow_redirects=False,
+                                        auto_decompress=True) as response:
+                location = response.headers.get("Location")
+                if response.status in (301, 302, 303, 307, 308) and location:
+                    url = urljoin(url, location)
+                    continue
+                if response.status >= 400:
+                    return []
+                return (await response.text(errors="replace")).splitlines()
+        return []

@@ -69,19 +69,25 @@ class Collection:
         return "".join(p.read_text() for p in sorted((self.dir / "logs").glob("*.log")))
 
 
+# The test sites are on 127.0.0.1, which the crawl address policy refuses unless allowed.
+ALLOW_LOOPBACK = "127.0.0.0/8"
+
+
 def base_args(url: str, redis_url: str, cwd: Path, *extra: str, crawl_id: str = "crawl1",
-              collection: str = "coll") -> list[str]:
+              collection: str = "coll", allow: str | None = ALLOW_LOOPBACK) -> list[str]:
+    """The options every test crawl has; `allow=None` leaves the address policy's default."""
     return ["--url", url, "--redisStoreUrl", redis_url, "--crawlId", crawl_id,
             "--collection", collection, "--cwd", str(cwd), "--pageLoadTimeout", "5",
-            "--diskUtilization", "0", *extra]
+            "--diskUtilization", "0", *(["--allowNetworks", allow] if allow else []), *extra]
 
 
 @pytest.fixture
 def crawl(redis_url, tmp_path):
     """Run one instance in-process to its end: crawl(url, *options) -> (exit code, Collection)."""
 
-    def run(url: str, *extra: str, instance: str = "crawl-crawl1-0"):
-        config = parse_args(base_args(url, redis_url, tmp_path, *extra),
+    def run(url: str, *extra: str, instance: str = "crawl-crawl1-0",
+            allow: str | None = ALLOW_LOOPBACK):
+        config = parse_args(base_args(url, redis_url, tmp_path, *extra, allow=allow),
                             env={"CRAWLER_HOSTNAME": instance})
         code = asyncio.run(run_instance(config))
         return int(code), Collection(tmp_path / "collections" / "coll")
@@ -108,10 +114,11 @@ def spawn(redis_url, tmp_path):
     started: list[subprocess.Popen] = []
 
     def start(url: str, *extra: str, instance: str = "crawl-crawl1-0", cwd: Path | None = None,
-              redis: str | None = None) -> Spawned:
+              redis: str | None = None, allow: str | None = ALLOW_LOOPBACK) -> Spawned:
         cwd = cwd or tmp_path
         env = dict(os.environ, CRAWLER_HOSTNAME=instance)
-        proc = subprocess.Popen([CRAWLER, *base_args(url, redis or redis_url, cwd, *extra)],
+        proc = subprocess.Popen([CRAWLER, *base_args(url, redis or redis_url, cwd, *extra,
+                                                     allow=allow)],
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         started.append(proc)
         return Spawned(proc, Collection(cwd / "collections" / "coll"))

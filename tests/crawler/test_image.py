@@ -103,7 +103,8 @@ def test_a_crawl_from_the_image_archives_the_site_and_reports_to_redis(
     hostname = f"crawl-{crawl_id}-0"
     with serve_site() as site:
         (crawl_dir / "crawl.yaml").write_text(
-            yaml.safe_dump({"seeds": [site.url], "scopeType": "prefix", "depth": -1})
+            yaml.safe_dump({"seeds": [site.url], "scopeType": "prefix", "depth": -1,
+                            "allowNetworks": ["127.0.0.0/8"]})
         )
         code, logs = run_crawler(docker_client, crawler_image, crawl_id, crawl_dir, [
             "--config", "/crawls/crawl.yaml",
