@@ -220,7 +220,8 @@ def test_archivers_crawler_crawls_with_a_granted_endpoint(admin, tmp_path):
         config = parse_args(
             ["--url", site.url, "--redisStoreUrl", endpoint.url(OWN), "--crawlId", "a1",
              "--collection", "coll", "--cwd", str(tmp_path), "--pageLoadTimeout", "5",
-             "--diskUtilization", "0", "--limit", "5", "--generateWACZ"],
+             "--diskUtilization", "0", "--limit", "5", "--generateWACZ",
+             "--allowNetworks", "127.0.0.0/8"],
             env={"CRAWLER_HOSTNAME": "crawl-a1-0"})
         code = asyncio.run(run_instance(config))
 
