@@ -144,11 +144,11 @@ BAD_ADDS = {
     "negative extra hops": (["https://e.com/", "--extra-hops", "-1"], "--extra-hops"),
     "bad size unit": (["https://e.com/", "--size-limit", "5XB"], "is not a size"),
     "negative size": (["https://e.com/", "--size-limit=-1GB"], "is not a size"),
-    "zero size": (["https://e.com/", "--size-limit", "0"], "out of range"),
+    "zero size": (["https://e.com/", "--size-limit", "0"], "--size-limit: must be from 1 byte to 1 PiB"),
     "absurd size": (["https://e.com/", "--size-limit", "5000PB"], "is not a size"),
     "bad duration unit": (["https://e.com/", "--time-limit", "3 weeks"], "is not a duration"),
-    "negative duration": (["https://e.com/", "--time-limit=-5m"], "out of range"),
-    "absurd duration": (["https://e.com/", "--time-limit", "5000d"], "out of range"),
+    "negative duration": (["https://e.com/", "--time-limit=-5m"], "--time-limit: must be from 1 second"),
+    "absurd duration": (["https://e.com/", "--time-limit", "5000d"], "to 10 years"),
     "bad include regex": (["https://e.com/", "--include", "("], "not a valid regular expression"),
     "bad exclude regex": (["https://e.com/", "--exclude", "[a-"], "not a valid regular expression"),
     "unknown scope": (["https://e.com/", "--scope", "planet"], "invalid choice"),
@@ -386,11 +386,12 @@ def test_org_list_shows_usage(make_crawl):
 
 BAD_ORGS = {
     "bad slug": (["set", "a b"], "is not a slug"),
-    "zero concurrency": (["set", "acme", "--max-concurrent-crawls", "0"], "out of range"),
-    "negative minutes": (["set", "acme", "--exec-minutes", "-3"], "out of range"),
-    "absurd pages": (["set", "acme", "--max-pages", "10000000000"], "out of range"),
+    "zero concurrency": (["set", "acme", "--max-concurrent-crawls", "0"],
+                         "--max-concurrent-crawls: must be from 1 to 10000"),
+    "negative minutes": (["set", "acme", "--exec-minutes", "-3"], "--exec-minutes: must be from 1"),
+    "absurd pages": (["set", "acme", "--max-pages", "10000000000"], "--max-pages: must be from 1 to 100000000"),
     "bad size": (["set", "acme", "--storage-quota", "lots"], "is not a size"),
-    "long name": (["set", "acme", "--name", "x" * 201], "longer than 200"),
+    "long name": (["set", "acme", "--name", "x" * 201], "at most 200 characters"),
     "no action": ([], "required"),
 }
 

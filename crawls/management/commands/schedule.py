@@ -6,9 +6,11 @@ from rich.table import Table
 
 from crawls import schedules, wake
 from crawls.cli import (
+    MAX_ID,
     ArchiverCommand,
     OneLineParser,
     age,
+    check_range,
     duration_arg,
     int_arg,
     parse_crawl_config,
@@ -17,6 +19,7 @@ from crawls.cli import (
 from crawls.lease import db_now
 from crawls.management.commands.add import SCOPES, check_tags, find_org
 from crawls.models import Schedule
+from crawls.validation import check_cron_text
 
 CONFIG_OPTIONS = (
     "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include", "exclude",
@@ -48,26 +51,28 @@ class Command(ArchiverCommand):
         lister.add_argument("--json", action="store_true")
         for name in ("enable", "disable"):
             toggle = actions.add_parser(name, help=f"{name} a schedule")
-            toggle.add_argument("id", metavar="ID")
+            toggle.add_argument("id", type=int_arg, metavar="ID")
 
     def run(self, *, action, **options):
+        if "id" in options:
+            check_range("ID", options["id"], 1, MAX_ID)
         getattr(self, f"do_{action}")(**options)
 
     def do_add(self, *, cron, urls, org, tags, **options):
-        cron = schedules.check_cron(cron)
+        cron = check_cron_text(cron)
         config = parse_crawl_config({"seeds": urls, **{name: options[name] for name in CONFIG_OPTIONS}})
         schedule = schedules.create_schedule(find_org(org), cron, config, check_tags(tags), now=db_now())
         wake.nudge()
         self.stdout.write(f"schedule {schedule.pk}: next run {iso(schedule.retry_at)}")
 
     def do_enable(self, *, id, **options):
-        schedule = schedules.find(id)
+        schedule = schedules.find(str(id))
         schedules.enable(schedule, db_now())
         wake.nudge()
         self.stdout.write(f"enabled schedule {schedule.pk}: next run {iso(schedule.retry_at)}")
 
     def do_disable(self, *, id, **options):
-        schedule = schedules.find(id)
+        schedule = schedules.find(str(id))
         schedules.disable(schedule)
         self.stdout.write(f"disabled schedule {schedule.pk}")
 

@@ -1,0 +1,30 @@
+"""`archiver migrate`: Django's migrate, which also creates a new SQLite database's folder.
+
+It is the only command that may start a new database: the others refuse to run where
+none exists (crawls.cli.require_database), so a command run in the wrong folder leaves
+nothing behind. The folder is created 0700 and the database 0600 (see docs/security.md:
+the data dir is private).
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.management.commands.migrate import Command as DjangoMigrate
+
+from crawls.cli import sqlite_file
+
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+class Command(DjangoMigrate):
+    def handle(self, *args, **options):
+        database = sqlite_file(options["database"])
+        created = database is not None and not database.exists()
+        if created:
+            database.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        super().handle(*args, **options)
+        if created and database.exists():
+            os.chmod(database, PRIVATE_FILE)
+
