@@ -118,9 +118,10 @@ class OrgInput(BaseModel):
 
 
 class WebhookInput(BaseModel):
-    """A webhook: its URL passes the SSRF rules the runner applies at delivery (this
-    resolves the host name once), its secret is write-only, its events are known names
-    (empty = every event). `org` is a slug; finding the org is the caller's job."""
+    """A webhook: a URL that passes the text-only SSRF rules, a write-only secret, known
+    event names (empty = every event) and the slug of its org (finding it is the caller's
+    job). Then `check_destination()` applies the address rules the runner applies at
+    delivery; it resolves the host name, so callers run it last, once the rest is valid."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -136,9 +137,9 @@ class WebhookInput(BaseModel):
         from crawls import ssrf
 
         try:
-            ssrf.check_url(value)
-        except (WebhookRefused, OSError) as exc:  # OSError: the name does not resolve
-            raise ValueError(f"refused: {exc}") from None
+            ssrf.parse_webhook_url(value)
+        except WebhookRefused as exc:
+            raise ValueError(str(exc)) from None
         return value
 
     @field_validator("secret")
@@ -169,6 +170,15 @@ class WebhookInput(BaseModel):
     @classmethod
     def parse(cls, **values) -> WebhookInput:
         return parse(cls, values)
+
+    def check_destination(self) -> None:
+        """ConfigError unless the runner would deliver to this URL (names host:port only)."""
+        from crawls import ssrf
+
+        try:
+            ssrf.check_url(self.url)
+        except (WebhookRefused, OSError) as exc:  # OSError: the name does not resolve
+            raise ConfigError(f"refused: {exc}") from None
 
 
 def check_cron_text(expression: str) -> str:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from crawls import wake
-from crawls.cli import ArchiverCommand, check_range, find_crawl, int_arg
+from crawls.cli import ArchiverCommand, find_crawl, int_arg
 from crawls.lease import db_now
-from crawls.models import MAX_SCALE
 
 
 class Command(ArchiverCommand):
@@ -16,7 +15,6 @@ class Command(ArchiverCommand):
         parser.add_argument("scale", type=int_arg, metavar="N", help="instances, 1 to 8")
 
     def run(self, *, id, scale, **options):
-        check_range("N", scale, 1, MAX_SCALE)
         crawl = find_crawl(id)
         before = crawl.scale
         crawl.set_scale(scale, db_now())

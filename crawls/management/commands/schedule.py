@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.management.base import CommandError
 from rich.table import Table
 
 from crawls import schedules, wake
@@ -16,6 +17,7 @@ from crawls.cli import (
     parse_crawl_config,
     size_arg,
 )
+from crawls.config import shown
 from crawls.lease import db_now
 from crawls.management.commands.add import SCOPES, check_tags, find_org
 from crawls.models import Schedule
@@ -51,11 +53,11 @@ class Command(ArchiverCommand):
         lister.add_argument("--json", action="store_true")
         for name in ("enable", "disable"):
             toggle = actions.add_parser(name, help=f"{name} a schedule")
-            toggle.add_argument("id", type=int_arg, metavar="ID")
+            toggle.add_argument("id", metavar="ID")
 
     def run(self, *, action, **options):
         if "id" in options:
-            check_range("ID", options["id"], 1, MAX_ID)
+            check_schedule_id(options["id"])
         getattr(self, f"do_{action}")(**options)
 
     def do_add(self, *, cron, urls, org, tags, **options):
@@ -66,13 +68,13 @@ class Command(ArchiverCommand):
         self.stdout.write(f"schedule {schedule.pk}: next run {iso(schedule.retry_at)}")
 
     def do_enable(self, *, id, **options):
-        schedule = schedules.find(str(id))
+        schedule = schedules.find(id)
         schedules.enable(schedule, db_now())
         wake.nudge()
         self.stdout.write(f"enabled schedule {schedule.pk}: next run {iso(schedule.retry_at)}")
 
     def do_disable(self, *, id, **options):
-        schedule = schedules.find(str(id))
+        schedule = schedules.find(id)
         schedules.disable(schedule)
         self.stdout.write(f"disabled schedule {schedule.pk}")
 
@@ -94,6 +96,13 @@ class Command(ArchiverCommand):
                 last.status if last else "-",
             )
         self.render(table)
+
+
+def check_schedule_id(text: str) -> None:
+    """A number from 1 to MAX_ID, before schedules.find() puts it in a query."""
+    if not (text.isascii() and text.isdigit()):
+        raise CommandError(f"{shown(text)} is not a schedule id (ids are numbers; see: schedule list)")
+    check_range("ID", int(text), 1, MAX_ID)
 
 
 def seeds_text(schedule: Schedule) -> str:

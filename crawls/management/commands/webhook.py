@@ -54,6 +54,7 @@ class Command(ArchiverCommand):
             owner = Org.objects.filter(slug=hook.org).first()
             if owner is None:
                 raise CommandError(f"no org {hook.org!r} (see `archiver org list`)")
+        hook.check_destination()
         row = Webhook.objects.create(url=hook.url, secret=hook.secret, events=hook.events, org=owner)
         if json:
             self.write_json(webhook_summary(row))
