@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -110,11 +111,10 @@ def duration_in_seconds(text: str) -> int:
     value = text.strip().lower()
     factor = units.get(value[-1:])
     number = value[:-1] if factor else value
-    try:
-        seconds = float(number) * (factor or 1) if len(number) <= 30 else math.nan
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds):  # also `inf`, `nan` and absurdly long numbers
+    # Plain decimal numbers only: float() would also take `1e3`, `1_000`, `inf` and `nan`.
+    plain = re.fullmatch(r"[+-]?[0-9]{1,15}(?:\.[0-9]{1,15})?", number)
+    seconds = float(number) * (factor or 1) if plain else math.nan
+    if not math.isfinite(seconds):
         raise ValueError(f"{_quoted(text)} is not a duration (try 90s, 30m, 2h or 7d)")
     return int(seconds)
 

@@ -19,6 +19,7 @@ import datetime as dt
 import io
 import json
 import os
+import re
 import shutil
 from argparse import ArgumentTypeError
 from pathlib import Path
@@ -32,10 +33,11 @@ from rich.console import Console
 from archiver import conf
 from archiver.conf import duration_in_seconds
 from archiver.errors import ArchiverError
-from crawls.config import RANGE_TEXT, CrawlConfig, range_message, shown, size_in_bytes
+from crawls.config import RANGE_TEXT, SHOWN, CrawlConfig, range_message, shown, size_in_bytes
 
 MAX_ID = 2**63 - 1  # the largest primary key the databases store
 CRAWL_ID_LENGTH = 32
+MAX_MESSAGE = 500  # characters of an error line; what is cut is an echoed value
 
 # Where a CrawlConfig field comes from on the command line, to name it in errors.
 OPTION_FOR_FIELD = {
@@ -53,10 +55,21 @@ OPTION_FOR_FIELD = {
 }
 
 
+def one_line(message: str) -> str:
+    """A message as one readable line: control characters escaped, long quotes shortened."""
+    message = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in message)
+    message = LONG_QUOTE.sub(lambda m: f"{m.group(1)}{m.group(2)}…{m.group(1)}", message)
+    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + "…"
+
+
+LONG_QUOTE = re.compile(r"""(['"])([^'"]{""" + str(SHOWN) + r"""})[^'"]{10,}\1""")
+
+
 class OneLineParser(CommandParser):
     """Reports a usage error as one line (`prog: error: ...`) and exit status 2."""
 
     def error(self, message):
+        message = one_line(message)
         if self.called_from_command_line:
             self.exit(2, f"{self.prog}: error: {message}\n")
         super().error(message)
@@ -80,11 +93,13 @@ class ArchiverCommand(BaseCommand):
         try:
             require_database()
             return self.run(*args, **options)
+        except CommandError as exc:
+            raise CommandError(one_line(str(exc)), returncode=exc.returncode) from None
         except (ArchiverError, ValueError) as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(one_line(str(exc))) from None
         except (OperationalError, ProgrammingError) as exc:
             # Most often a database that was never migrated, or one from a newer version.
-            raise CommandError(f"database error: {exc} (has `archiver migrate` been run?)") from None
+            raise CommandError(one_line(f"database error: {exc} (has `archiver migrate` been run?)")) from None
 
     def run(self, *args, **options):
         raise NotImplementedError
@@ -124,10 +139,13 @@ def arg_type(parse):
 
 
 def whole_number(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{shown(text)} is not a whole number") from None
+    """Plain ASCII digits with an optional sign: not `1_000`, `٣` or `1e3` (int() takes those)."""
+    if not WHOLE_NUMBER.fullmatch(text):
+        raise ValueError(f"{shown(text)} is not a whole number")
+    return int(text)
+
+
+WHOLE_NUMBER = re.compile(r"\s*[+-]?[0-9]{1,40}\s*")
 
 
 def optional_quota(parse):
