@@ -18,6 +18,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # this process creates (the database, Redis files, run/redis.json, archives) is private
 # to its user, 0700 folders and 0600 files. crawls/checks.py warns when one is wider.
 os.umask(0o077)
+FILE_UPLOAD_PERMISSIONS = 0o600  # Django's storages (collectstatic) chmod files to this
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 
 try:
     ARCHIVER = conf.get()

@@ -384,6 +384,20 @@ def test_org_list_shows_usage(make_crawl):
     assert listed["default"]["active_crawls"] == 0
 
 
+@pytest.mark.django_db
+def test_org_list_shows_a_zero_quota_as_the_runner_enforces_it():
+    Org.objects.create(slug="legacy", max_concurrent_crawls=0, max_pages_per_crawl=0, storage_quota_bytes=0)
+    line = next(line for line in run("org", "list").splitlines() if line.startswith("legacy"))
+    assert line.split()[-2:] == ["0", "0"] and "0 B / 0 B" in line
+
+
+@pytest.mark.django_db
+def test_status_with_an_empty_id_is_refused_not_a_listing(make_crawl):
+    make_crawl()
+    with pytest.raises(CommandError, match="'' is not a crawl id"):
+        run("status", "")
+
+
 BAD_ORGS = {
     "bad slug": (["set", "a b"], "is not a slug"),
     "zero concurrency": (["set", "acme", "--max-concurrent-crawls", "0"],
@@ -392,6 +406,7 @@ BAD_ORGS = {
     "absurd pages": (["set", "acme", "--max-pages", "10000000000"], "--max-pages: must be from 1 to 100000000"),
     "bad size": (["set", "acme", "--storage-quota", "lots"], "is not a size"),
     "long name": (["set", "acme", "--name", "x" * 201], "at most 200 characters"),
+    "long slug": (["set", "s" * 200], "an org slug is at most 50 characters (got 200)"),
     "no action": ([], "required"),
 }
 
@@ -453,6 +468,19 @@ SHELL_REFUSALS = {
     "unknown option": (["add", "https://e.com/", "--depht", "2"], 2),
     "unknown id": (["pause", "fffffff"], 1),
     "bad org quota": (["org", "set", "acme", "--storage-quota=-5GB"], 2),
+    "zero org quota": (["org", "set", "acme", "--max-concurrent-crawls", "0"], 1),
+    "200-character slug": (["org", "set", "s" * 200], 1),
+    "huge status limit": (["status", "--limit", "99999999999999999999"], 1),
+    "status limit not a number": (["status", "--limit", "ten"], 2),
+    "empty crawl id": (["status", ""], 1),
+    "negative deliveries limit": (["webhook", "deliveries", "--limit", "-3"], 1),
+    "webhook id past 2^63": (["webhook", "deliveries", "--webhook", str(2**63)], 1),
+    "delivery id past 2^64": (["webhook", "replay", str(2**64)], 1),
+    "schedule id past 2^64": (["schedule", "enable", str(2**64)], 1),
+    "unknown subcommand": (["webhook", "frobnicate"], 2),
+    "header injection": (["add", "https://e.com/", "--user-agent", "a\r\nX-Injected: 1"], 1),
+    "empty exclude": (["add", "https://e.com/", "--exclude", ""], 1),
+    "seed with a password": (["add", "https://alice:hunter2@e.com/"], 1),
 }
 
 
@@ -463,7 +491,7 @@ def test_bad_input_at_a_shell_exits_non_zero_with_one_line_and_writes_nothing(da
     assert result.returncode == code
     assert result.stdout == ""
     assert len(result.stderr.splitlines()) == 1, result.stderr
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.stderr and "hunter2" not in result.stderr
     assert db_rows(data_dir) == before
 
 

@@ -19,12 +19,15 @@ PRIVATE_FILE = 0o600
 
 
 class Command(DjangoMigrate):
-    def handle(self, *args, **options):
+    def execute(self, *args, **options):
+        # Before execute(): its system checks already open the database.
         database = sqlite_file(options["database"])
         created = database is not None and not database.exists()
         if created:
             database.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-        super().handle(*args, **options)
-        if created and database.exists():
-            os.chmod(database, PRIVATE_FILE)
+        try:
+            return super().execute(*args, **options)
+        finally:
+            if created and database.exists():
+                os.chmod(database, PRIVATE_FILE)
 
