@@ -168,6 +168,10 @@ def check_host(host: str, *, bracketed: bool = False) -> str:
         return check_ipv4(ascii_name)
     if not all(HOST_LABEL.fullmatch(label) for label in labels):
         raise ValueError("the host name may contain only letters, digits, - and _")
+    try:  # an `xn--` label must be real punycode, or browsers and resolvers disagree on it
+        ascii_name.encode("ascii").decode("idna")
+    except UnicodeError:
+        raise ValueError("the host name has an invalid xn-- (punycode) label") from None
     return ascii_name
 
 

@@ -23,6 +23,7 @@ BAD_SEEDS = {
     "hex octet": ("http://0x7f.0.0.1/", "IPv4 address a.b.c.d"),
     "leading zero": ("http://010.0.0.1/", "IPv4 address a.b.c.d"),
     "markup in host": ("http://ex<script>.com/", "only letters, digits"),
+    "bad punycode": ("http://xn--zz.com/", "punycode"),
     "bad IPv6": ("http://[zz::1]/", "not a valid URL"),
     "unclosed IPv6": ("http://[::1/", "not a valid URL"),
     "no host": ("http:///path", "no host"),
