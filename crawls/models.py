@@ -11,6 +11,7 @@ import datetime as dt
 import uuid
 from typing import TYPE_CHECKING
 
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
@@ -19,6 +20,7 @@ from archiver import conf
 from archiver.errors import NotAllowed
 from crawls.config import CrawlConfig, check_regex, human_size
 from crawls.lease import FAR_FUTURE, Leased, LeaseQuerySet, due_by_creation_index, due_index
+from crawls.validation import QUOTA_LIMITS
 
 if TYPE_CHECKING:
     from crawls.quotas import OrgUsageNow
@@ -35,17 +37,26 @@ def month_start(now: dt.datetime) -> dt.date:
     return now.date().replace(day=1)
 
 
+def quota_validators(field: str) -> list:
+    return [MinValueValidator(1), MaxValueValidator(QUOTA_LIMITS[field])]
+
+
 class Org(models.Model):
     """The owner of crawls, and of the quotas they share. Empty quota = unlimited."""
 
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200, blank=True)
-    max_concurrent_crawls = models.PositiveIntegerField(null=True, blank=True)
-    storage_quota_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    # 1 up, never 0 (crawls.validation.OrgInput): what the CLI, admin and API accept alike.
+    max_concurrent_crawls = models.PositiveIntegerField(
+        null=True, blank=True, validators=quota_validators("max_concurrent_crawls"))
+    storage_quota_bytes = models.PositiveBigIntegerField(
+        null=True, blank=True, validators=quota_validators("storage_quota_bytes"))
     exec_minutes_quota = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Crawler execution minutes per calendar month."
+        null=True, blank=True, help_text="Crawler execution minutes per calendar month.",
+        validators=quota_validators("exec_minutes_quota"),
     )
-    max_pages_per_crawl = models.PositiveIntegerField(null=True, blank=True)
+    max_pages_per_crawl = models.PositiveIntegerField(
+        null=True, blank=True, validators=quota_validators("max_pages_per_crawl"))
     bytes_stored = models.PositiveBigIntegerField(default=0, help_text="Bytes of archive files kept.")
     created_at = models.DateTimeField(default=timezone.now)
 

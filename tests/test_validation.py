@@ -230,3 +230,15 @@ def test_schedule_input_normalises_cron_and_validates_the_crawl():
                                    tags=[" weekly "])
     assert (schedule.cron, schedule.config.seeds, schedule.tags) == (
         "0 3 * * *", ["https://example.com/"], ["weekly"])
+
+
+@pytest.mark.parametrize("field", ["max_concurrent_crawls", "storage_quota_bytes", "exec_minutes_quota",
+                                   "max_pages_per_crawl"])
+def test_the_org_model_refuses_a_zero_quota_like_org_input(field):
+    from django.core.exceptions import ValidationError
+
+    from crawls.models import Org
+
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        Org(slug="acme", **{field: 0}).clean_fields()
+    Org(slug="acme", **{field: 1}).clean_fields()
