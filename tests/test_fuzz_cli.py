@@ -360,3 +360,13 @@ def test_replaying_a_delivery_that_did_not_fail_is_refused(world):
                           st.builds(lambda c: f"ad{c}min", CONTROL)))
 def test_ensureadmin_refuses_bad_user_names(world, username):
     assert_refused(world, "ensureadmin", f"--username={username}")
+
+
+@FUZZ
+@given(label=JUNK_TEXT.filter(lambda text: not text.startswith("-") and not installed_label(text)))
+def test_migrate_refuses_unknown_apps(world, label):
+    assert_refused(world, "migrate", label)
+
+
+def installed_label(text: str) -> bool:
+    return any(config.label == text for config in apps.get_app_configs())

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 
+from django.core.management.base import CommandError
 from django.core.management.commands.migrate import Command as DjangoMigrate
 
-from crawls.cli import sqlite_file
+from crawls.cli import one_line, sqlite_file
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
@@ -20,6 +21,8 @@ PRIVATE_FILE = 0o600
 
 class Command(DjangoMigrate):
     def execute(self, *args, **options):
+        if options.get("app_label") == "" or options.get("migration_name") == "":
+            raise CommandError("an app label or migration name is empty (omit it to migrate everything)")
         # Before execute(): its system checks already open the database.
         database = sqlite_file(options["database"])
         created = database is not None and not database.exists()
@@ -27,6 +30,8 @@ class Command(DjangoMigrate):
             database.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         try:
             return super().execute(*args, **options)
+        except CommandError as exc:  # Django's own messages echo the label raw and whole
+            raise CommandError(one_line(str(exc)), returncode=exc.returncode) from None
         finally:
             if created and database.exists():
                 os.chmod(database, PRIVATE_FILE)
