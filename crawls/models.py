@@ -11,14 +11,15 @@ import datetime as dt
 import uuid
 from typing import TYPE_CHECKING
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from archiver import conf
-from archiver.errors import NotAllowed
-from crawls.config import CrawlConfig, check_regex, human_size
+from archiver.errors import ConfigError, NotAllowed
+from crawls.config import CrawlConfig, check_regex, human_size, parse_tags
 from crawls.lease import FAR_FUTURE, Leased, LeaseQuerySet, due_by_creation_index, due_index
 from crawls.validation import QUOTA_LIMITS
 
@@ -39,6 +40,14 @@ def month_start(now: dt.datetime) -> dt.date:
 
 def quota_validators(field: str) -> list:
     return [MinValueValidator(1), MaxValueValidator(QUOTA_LIMITS[field])]
+
+
+def validate_tags(value) -> None:
+    """A model form refuses what crawls.config.parse_tags refuses, with the same words."""
+    try:
+        parse_tags(value)
+    except ConfigError as exc:
+        raise ValidationError(str(exc)) from None
 
 
 class Org(models.Model):
@@ -216,7 +225,7 @@ class Crawl(Leased):
         default=dict, blank=True,
         help_text="CrawlConfig fields this session replaces (a retry of failed pages).",
     )
-    tags = models.JSONField(default=list, blank=True)
+    tags = models.JSONField(default=list, blank=True, validators=[validate_tags])
 
     status = models.CharField(max_length=32, choices=CrawlStatus.choices, default=S.QUEUED, db_index=True)
     intent = models.CharField(
@@ -807,7 +816,7 @@ class Schedule(Leased):
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="schedules")
     cron = models.CharField(max_length=100)
     config = models.JSONField()
-    tags = models.JSONField(default=list, blank=True)
+    tags = models.JSONField(default=list, blank=True, validators=[validate_tags])
     enabled = models.BooleanField(default=True)
     last_crawl = models.ForeignKey(Crawl, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)

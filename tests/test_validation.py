@@ -242,3 +242,16 @@ def test_the_org_model_refuses_a_zero_quota_like_org_input(field):
     with pytest.raises(ValidationError, match="greater than or equal to 1"):
         Org(slug="acme", **{field: 0}).clean_fields()
     Org(slug="acme", **{field: 1}).clean_fields()
+
+
+@pytest.mark.parametrize("tags", [[1, None], {"a": 1}, "weekly", ["t" * 101]])
+@pytest.mark.parametrize("model_name", ["Crawl", "Schedule"])
+def test_model_forms_refuse_the_tags_parse_tags_refuses(model_name, tags):
+    from django.apps import apps
+    from django.core.exceptions import ValidationError
+
+    model = apps.get_model("crawls", model_name)
+    others = [field.name for field in model._meta.fields if field.name != "tags"]
+    with pytest.raises(ValidationError, match="tag"):
+        model(tags=tags).clean_fields(exclude=others)
+    model(tags=["weekly"]).clean_fields(exclude=others)
