@@ -2,7 +2,7 @@
 
 It is the only command that may start a new database: the others refuse to run where
 none exists (crawls.cli.require_database), so a command run in the wrong folder leaves
-nothing behind. The folder is created 0700 and the database 0600 (see docs/security.md:
+nothing behind. The folder is created 0700 and the database 0600 (docs/configuration.md:
 the data dir is private).
 """
 
@@ -35,4 +35,3 @@ class Command(DjangoMigrate):
         finally:
             if created and database.exists():
                 os.chmod(database, PRIVATE_FILE)
-
