@@ -102,7 +102,9 @@ def check_schedule_id(text: str) -> None:
     """A number from 1 to MAX_ID, before schedules.find() puts it in a query."""
     if not (text.isascii() and text.isdigit()):
         raise CommandError(f"{shown(text)} is not a schedule id (ids are numbers; see: schedule list)")
-    check_range("ID", int(text) if len(text) <= 40 else MAX_ID + 1, 1, MAX_ID)
+    if len(text) > 40:  # far past MAX_ID; int() would refuse with its own words
+        raise CommandError(f"ID {shown(text)}: must be from 1 to {MAX_ID}")
+    check_range("ID", int(text), 1, MAX_ID)
 
 
 def seeds_text(schedule: Schedule) -> str:
