@@ -41,6 +41,7 @@ SIZE_UNITS = {
 MAX_SIZE = 2**50  # one pebibyte: larger is a typo, not a plan
 
 MAX_URL_LENGTH = 2048  # what browsers and servers reliably accept
+MAX_SEEDS = 10_000
 MAX_HOST_LENGTH = 253  # a DNS name, without its final dot
 MAX_LABEL_LENGTH = 63
 MAX_HEADER_LENGTH = 512  # a User-Agent longer than this is a mistake
@@ -144,6 +145,15 @@ def check_url(url: str) -> str:
     except ValueError as exc:
         raise ValueError(f"{quoted}: {exc}") from None
     return url
+
+
+def crawlable(url: str) -> bool:
+    """Whether `url` passes the seed rules (check_url)."""
+    try:
+        check_url(url)
+    except ValueError:
+        return False
+    return True
 
 
 def check_host(host: str, *, bracketed: bool = False) -> str:
@@ -257,7 +267,7 @@ class CrawlConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    seeds: list[StrictStr] = Field(min_length=1, max_length=10_000)
+    seeds: list[StrictStr] = Field(min_length=1, max_length=MAX_SEEDS)
     scope_type: ScopeType = "prefix"
     depth: int = Field(default=-1, ge=-1, le=1000, description="-1 = unlimited")
     extra_hops: int = Field(default=0, ge=0, le=10)

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from archiver import conf
 from archiver.errors import ConfigError, NotAllowed
-from crawls.config import CrawlConfig, check_regex, human_size, parse_tags
+from crawls.config import MAX_SEEDS, CrawlConfig, check_regex, crawlable, human_size, parse_tags
 from crawls.lease import FAR_FUTURE, Leased, LeaseQuerySet, due_by_creation_index, due_index
 from crawls.validation import QUOTA_LIMITS
 
@@ -423,7 +423,10 @@ class Crawl(Leased):
         the seeds of a page-scoped, depth-0 crawl. Returns how many pages are retried.
         """
         with transaction.atomic():
-            urls = list(self.failed_pages().values_list("url", flat=True))
+            # The crawler reported these URLs: only those that pass the seed rules (no
+            # credentials, a valid host, a length cap) become seeds, at most MAX_SEEDS.
+            urls = [url for url in self.failed_pages().values_list("url", flat=True) if crawlable(url)]
+            urls = urls[:MAX_SEEDS]
             if not urls:
                 self.refresh_from_db()
                 raise NotAllowed(f"crawl {self.short_id} has no failed pages to retry")

@@ -533,3 +533,14 @@ def test_retry_failed_pages_of_a_crawl_without_failures_is_refused(make_crawl, n
     with pytest.raises(CommandError, match="has no failed pages to retry"):
         run("retry", crawl.short_id, "--failed-pages")
     assert row_counts() == before
+
+
+@pytest.mark.django_db
+def test_retry_failed_pages_seeds_only_urls_that_pass_the_seed_rules(make_crawl, nudges):
+    crawl = make_crawl(S.COMPLETE, pages_failed=3)
+    for url in ("https://example.com/broken", "https://u:hunter2@example.com/", "https://example.com/" + "a" * 3000):
+        Snapshot.objects.create(crawl=crawl, url=url, status="failed")
+    run("retry", crawl.short_id, "--failed-pages")
+    crawl.refresh_from_db()
+    assert crawl.config_override["seeds"] == ["https://example.com/broken"]
+    assert crawl.launch_config().seeds == ["https://example.com/broken"]

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crawls import ssrf
-from crawls.config import CrawlConfig, check_url
+from crawls.config import CrawlConfig, crawlable
 from crawls.models import Crawl, CrawlStatus, Org, Schedule, Snapshot, Webhook, WebhookDelivery
 from crawls.validation import check_cron_text, check_slug
 
@@ -144,14 +144,6 @@ def bad_int(low: int, high: int):
     return st.one_of(integers_outside(low, high), not_a_number())
 
 
-def accepted(url: str) -> bool:
-    try:
-        check_url(url)
-    except ValueError:
-        return False
-    return True
-
-
 BAD_HOSTS = st.one_of(
     st.sampled_from([
         ".com", "a..b", ".", "..", "999.1.1.1", "1.2.3", "0x7f.1", "2130706433", "256.0.0.1",
@@ -170,7 +162,7 @@ BAD_URLS = st.one_of(
     st.builds(lambda c: f"https://exa{c}mple.com/", CONTROL),
     st.just("https://example.com/" + "a" * 3000),
     st.just(""),
-    JUNK_TEXT.filter(lambda text: not accepted(text) and not text.startswith("-")),
+    JUNK_TEXT.filter(lambda text: not crawlable(text) and not text.startswith("-")),
 )
 BAD_REGEXES = st.one_of(
     st.sampled_from(["", "(", "[a-", "*", "a{2,1}", "(?P<x>a)(?P<x>b)", "\\", "a" * 1001]),
