@@ -38,20 +38,22 @@ def check_redis_available(app_configs, **kwargs):
 
 # --- a private data dir ----------------------------------------------------------------------
 
-# Files that hold secrets or everyone's data, relative to the data dir. The database's
-# -wal/-shm files are named after it (see private_paths); Redis's files live in run/.
-SECRET_FILES = ("secret_key", "admin-password", "run/redis.json")
-PRIVATE_DIRS = ("", "run", "crawls", "static")
+# Folders and files that hold secrets or everyone's data, relative to the data dir. The
+# database's -wal/-shm files are named after it (see private_paths); the embedded Redis's
+# password is in redis/redis.conf, next to its data.
+PRIVATE_DIRS = ("", "run", "redis", "crawls", "archives", "static")
+SECRET_FILES = ("secret_key", "admin-password")
+LISTED_DIRS = ("run", "redis")  # everything directly inside these is checked too
 
 
 def private_paths(data_dir: Path, database: Path | None) -> list[Path]:
     """What must be private: the data dir, its folders, its secrets, the database files and
-    everything directly in run/ (Redis's dump, append-only file and config)."""
-    paths = [data_dir / name for name in PRIVATE_DIRS]
-    paths += [data_dir / name for name in SECRET_FILES]
-    run_dir = data_dir / "run"
-    if run_dir.is_dir():
-        paths += sorted(p for p in run_dir.iterdir() if p.is_file() and not p.is_symlink())
+    what is directly in run/ and redis/ (redis.json, Redis's config, dump and append-only
+    files). Archives are private through their 0700 folders: they are not walked."""
+    paths = [data_dir / name for name in (*PRIVATE_DIRS, *SECRET_FILES)]
+    for name in LISTED_DIRS:
+        if (data_dir / name).is_dir():
+            paths += sorted((data_dir / name).iterdir())
     if database is not None:
         paths += [database, *(database.with_name(database.name + s) for s in ("-wal", "-shm"))]
     return list(dict.fromkeys(paths))
@@ -81,7 +83,7 @@ def check_private_data_dir(app_configs, **kwargs):
         bits = too_open(path)
         if bits is None:
             continue
-        private = 0o700 if path.is_dir() else 0o600
+        private = 0o700 if stat.S_ISDIR(path.lstat().st_mode) else 0o600
         warnings.append(Warning(
             f"{path} is readable by other users (mode {bits:04o}): it holds archiver's "
             f"private data",

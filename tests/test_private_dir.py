@@ -50,16 +50,21 @@ def test_a_new_data_dir_and_everything_in_it_are_private_to_the_user(tmp_path):
 def test_the_start_up_check_names_each_widened_path_and_the_chmod_that_fixes_it(tmp_path, monkeypatch):
     data_dir = tmp_path / "data"
     (data_dir / "run").mkdir(parents=True)
-    for name in ("secret_key", "admin-password", "run/redis.json", "run/dump.rdb"):
+    (data_dir / "redis" / "appendonlydir").mkdir(parents=True)
+    (data_dir / "archives" / "c1").mkdir(parents=True)
+    files = ("secret_key", "admin-password", "run/redis.json", "redis/redis.conf", "redis/dump.rdb")
+    for name in files:
         (data_dir / name).write_text("x")
         os.chmod(data_dir / name, 0o644)
-    os.chmod(data_dir, 0o755)
-    os.chmod(data_dir / "run", 0o750)
+    (data_dir / "archives" / "c1" / "a.wacz").write_text("x")  # inside a private folder: fine
+    os.chmod(data_dir / "archives" / "c1" / "a.wacz", 0o644)
+    for name, bits in (("", 0o755), ("run", 0o750), ("redis/appendonlydir", 0o755), ("archives", 0o711)):
+        os.chmod(data_dir / name, bits)
     monkeypatch.setattr(conf, "get", lambda: conf.Settings(data_dir=data_dir))
     warnings = checks.check_private_data_dir(None)
     assert {w.hint for w in warnings} == {
-        f"chmod 700 {data_dir}", f"chmod 700 {data_dir / 'run'}",
-        *(f"chmod 600 {data_dir / name}" for name in ("secret_key", "admin-password", "run/redis.json", "run/dump.rdb")),
+        *(f"chmod 700 {data_dir / name}" for name in ("", "run", "redis/appendonlydir", "archives")),
+        *(f"chmod 600 {data_dir / name}" for name in files),
     }
     assert all(w.id == "archiver.W002" and "readable by other users" in w.msg for w in warnings)
     for warning in warnings:
