@@ -87,7 +87,9 @@ class Command(ArchiverCommand):
                 used_of(human_size(org.bytes_stored),
                         None if org.storage_quota_bytes is None else human_size(org.storage_quota_bytes)),
                 used_of(f"{org.month_seconds / 60:.0f}", org.exec_minutes_quota),
-                quota_text(org.max_concurrent_crawls), quota_text(org.max_pages_per_crawl),
+                # As the runner reads them: a concurrency of 0 admits nothing, while a
+                # page limit of 0 is no limit (Crawl.effective_page_limit). Only old rows hold 0.
+                quota_text(org.max_concurrent_crawls), quota_text(org.max_pages_per_crawl or None),
             )
         self.render(table)
 
@@ -101,7 +103,7 @@ def option_named(message: str) -> str:
 
 
 def quota_text(quota: int | None) -> str:
-    """What the runner enforces: `-` only for no quota (a 0 from an old row shows as 0)."""
+    """`-` for no quota, else the number (a 0 the runner enforces shows as 0)."""
     return "-" if quota is None else str(quota)
 
 
