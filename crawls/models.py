@@ -11,17 +11,15 @@ import datetime as dt
 import uuid
 from typing import TYPE_CHECKING
 
-from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from archiver import conf
-from archiver.errors import ConfigError, NotAllowed
-from crawls.config import MAX_SEEDS, CrawlConfig, check_regex, crawlable, human_size, parse_tags
+from archiver.errors import NotAllowed
+from crawls.config import MAX_SEEDS, CrawlConfig, check_regex, crawlable, human_size
 from crawls.lease import FAR_FUTURE, Leased, LeaseQuerySet, due_by_creation_index, due_index
-from crawls.validation import QUOTA_LIMITS
+from crawls.validation import quota_validators, validate_tags
 
 if TYPE_CHECKING:
     from crawls.quotas import OrgUsageNow
@@ -36,18 +34,6 @@ def new_id() -> str:
 
 def month_start(now: dt.datetime) -> dt.date:
     return now.date().replace(day=1)
-
-
-def quota_validators(field: str) -> list:
-    return [MinValueValidator(1), MaxValueValidator(QUOTA_LIMITS[field])]
-
-
-def validate_tags(value) -> None:
-    """A model form refuses what crawls.config.parse_tags refuses, with the same words."""
-    try:
-        parse_tags(value)
-    except ConfigError as exc:
-        raise ValidationError(str(exc)) from None
 
 
 class Org(models.Model):

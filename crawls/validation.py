@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
+from django.core.exceptions import ValidationError as FieldError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -31,7 +33,7 @@ from pydantic import (
 )
 
 from archiver.errors import ConfigError, WebhookRefused
-from crawls.config import MAX_SIZE, CrawlConfig, Tags, first_error, printable, shown
+from crawls.config import MAX_SIZE, CrawlConfig, Tags, first_error, parse_tags, printable, shown
 
 SLUG_LENGTH = 50  # Org.slug, a SlugField
 NAME_LENGTH = 200  # Org.name
@@ -46,6 +48,19 @@ QUOTA_LIMITS = {
     "exec_minutes_quota": 10**9,
     "max_pages_per_crawl": 100_000_000,
 }
+
+
+def quota_validators(field: str) -> list:
+    """The Org column's validators: the same range as OrgInput, for the admin's model form."""
+    return [MinValueValidator(1), MaxValueValidator(QUOTA_LIMITS[field])]
+
+
+def validate_tags(value) -> None:
+    """A model form (Crawl.tags, Schedule.tags) refuses what parse_tags refuses, in its words."""
+    try:
+        parse_tags(value)
+    except ConfigError as exc:
+        raise FieldError(str(exc)) from None
 
 
 def check_slug(slug: str) -> str:
