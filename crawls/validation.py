@@ -7,9 +7,9 @@ with the same words. `parse()` raises ConfigError with one readable line; nothin
 writes to the database or echoes a secret.
 
 Choices that all callers share:
-- Quotas are whole numbers from 1 up; 0 is refused everywhere (an empty quota, None,
-  means unlimited). A quota of 0 would stop every crawl of the org, which `org set ...
-  none`, pausing or disabling says more clearly.
+- Quotas are whole numbers from 1 up; None (empty) means unlimited and 0 is refused
+  everywhere: it meant "nothing at all" to the runner for some quotas, "no limit" for
+  the page limit, and "-" to `org list`. To stop an org's crawls, pause or cancel them.
 - Field limits are the database columns' (a slug of 50 characters, a name of 200, a cron
   of 100, a webhook URL of 2000), so nothing is ever truncated on save.
 """
