@@ -8,7 +8,9 @@ Library code calls `get()` at run time, never at import time.
 from __future__ import annotations
 
 import functools
+import math
 import os
+import re
 import shlex
 from pathlib import Path
 from typing import Literal
@@ -148,19 +150,31 @@ class Settings(BaseModel):
         return self.run_dir / "wake.sock"
 
 
-def parse_duration(text: str) -> int:
-    """`90s`, `30m`, `2h`, `7d` or plain seconds, as whole seconds."""
+def duration_in_seconds(text: str) -> int:
+    """`90s`, `30m`, `2h`, `7d` or plain seconds, as whole seconds; ValueError if it is not
+    a duration (the range is the caller's: see parse_duration)."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     value = text.strip().lower()
     factor = units.get(value[-1:])
     number = value[:-1] if factor else value
-    try:
-        seconds = float(number) * (factor or 1)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a duration (try 90s, 30m, 2h or 7d)") from None
-    if not 0 < seconds < 10 * 365 * 86400:
-        raise ValueError(f"{text!r} is out of range")
+    # Plain decimal numbers only: float() would also take `1e3`, `1_000`, `inf` and `nan`.
+    plain = re.fullmatch(r"[+-]?[0-9]{1,15}(?:\.[0-9]{1,15})?", number)
+    seconds = float(number) * (factor or 1) if plain else math.nan
+    if not math.isfinite(seconds):
+        raise ValueError(f"{_quoted(text)} is not a duration (try 90s, 30m, 2h or 7d)")
     return int(seconds)
+
+
+def _quoted(text: str) -> str:
+    return repr(text[:30] + "…") if len(text) > 30 else repr(text)
+
+
+def parse_duration(text: str) -> int:
+    """A duration (see duration_in_seconds) over zero and under ten years."""
+    seconds = duration_in_seconds(text)
+    if not 0 < seconds < 10 * 365 * 86400:
+        raise ValueError(f"{_quoted(text)} is out of range")
+    return seconds
 
 
 def from_environ(environ: dict[str, str] | None = None) -> Settings:

@@ -14,6 +14,13 @@ from archiver.errors import ConfigError
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
+# The data dir holds sessions, password hashes, webhook secrets and archives: everything
+# this process creates (the database, Redis files, run/redis.json, archives) is private
+# to its user, 0700 folders and 0600 files. crawls/checks.py warns when one is wider.
+os.umask(0o077)
+FILE_UPLOAD_PERMISSIONS = 0o600  # Django's storages (collectstatic) chmod files to this
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
+
 try:
     ARCHIVER = conf.get()
 except ConfigError as exc:
@@ -23,14 +30,19 @@ DATA_DIR = ARCHIVER.data_dir
 
 
 def _secret_key() -> str:
-    """A per-installation key kept in the data dir, so sessions survive restarts."""
+    """A per-installation key kept in the data dir, so sessions survive restarts.
+
+    Importing the settings never creates the data dir: where there is none yet (a command
+    run in the wrong folder, or before `migrate`), the key lives only in this process.
+    """
     if key := os.environ.get("ARCHIVER_SECRET_KEY"):
         return key
     path = DATA_DIR / "secret_key"
     try:
         return path.read_text().strip()
     except FileNotFoundError:
-        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        if not DATA_DIR.is_dir():
+            return secrets.token_urlsafe(50)
         key = secrets.token_urlsafe(50)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
@@ -94,7 +106,7 @@ def _database() -> dict:
     except ValueError as exc:
         raise ImproperlyConfigured(f"ARCHIVER_DATABASE_URL: {exc}") from None
     if db["ENGINE"] == "django.db.backends.sqlite3":
-        Path(db["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+        # Its folder is created by `migrate` only (crawls/management/commands/migrate.py).
         db["CONN_MAX_AGE"] = 0 if db["NAME"] == ":memory:" else None
         # A daemon, the admin and CLI commands write at once: WAL lets readers run during
         # writes, IMMEDIATE takes the write lock up front so a transaction never fails on

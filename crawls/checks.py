@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
+from pathlib import Path
 
 from django.core.checks import Error, Warning, register
 
@@ -32,3 +34,60 @@ def check_redis_available(app_configs, **kwargs):
             )
         ]
     return []
+
+
+# --- a private data dir ----------------------------------------------------------------------
+
+# Folders and files that hold secrets or everyone's data, relative to the data dir. The
+# database's -wal/-shm files are named after it (see private_paths); the embedded Redis's
+# password is in redis/redis.conf, next to its data.
+PRIVATE_DIRS = ("", "run", "redis", "crawls", "archives", "static")
+SECRET_FILES = ("secret_key", "admin-password")
+LISTED_DIRS = ("run", "redis")  # everything directly inside these is checked too
+
+
+def private_paths(data_dir: Path, database: Path | None) -> list[Path]:
+    """What must be private: the data dir, its folders, its secrets, the database files and
+    what is directly in run/ and redis/ (redis.json, Redis's config, dump and append-only
+    files). Archives are private through their 0700 folders: they are not walked."""
+    paths = [data_dir / name for name in (*PRIVATE_DIRS, *SECRET_FILES)]
+    for name in LISTED_DIRS:
+        if (data_dir / name).is_dir():
+            paths += sorted((data_dir / name).iterdir())
+    if database is not None:
+        paths += [database, *(database.with_name(database.name + s) for s in ("-wal", "-shm"))]
+    return list(dict.fromkeys(paths))
+
+
+def too_open(path: Path) -> int | None:
+    """The permission bits of `path` if group or others have any; None if private or absent."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        return None
+    bits = stat.S_IMODE(mode)
+    return bits if bits & 0o077 else None
+
+
+@register()
+def check_private_data_dir(app_configs, **kwargs):
+    """Warn, naming each path and the chmod that fixes it, when something widened the data
+    dir's permissions (an older archiver, a `cp`, a backup restore, a different umask)."""
+    from crawls.cli import sqlite_file
+
+    data_dir = conf.get().data_dir
+    warnings = []
+    for path in private_paths(data_dir, sqlite_file()):
+        bits = too_open(path)
+        if bits is None:
+            continue
+        private = 0o700 if stat.S_ISDIR(path.lstat().st_mode) else 0o600
+        warnings.append(Warning(
+            f"{path} is readable by other users (mode {bits:04o}): it holds archiver's "
+            f"private data",
+            hint=f"chmod {private:o} {path}",
+            id="archiver.W002",
+        ))
+    return warnings

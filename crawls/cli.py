@@ -1,8 +1,16 @@
 """What archiver's management commands share: errors, parsing of user values, output.
 
 Commands stay thin: they parse and validate here, call a model method, and print.
-Every refusal becomes a CommandError, so the user sees one line on stderr and no
-traceback; argparse's own errors are shortened to one line as well.
+Exit codes are the same for every command:
+
+- 2: the command line cannot be parsed (argparse: an unknown option, a missing argument,
+  a value that is not a number, size or duration). One line: `prog: error: ...`.
+- 1: a refusal (CommandError): a value out of range, an invalid URL or regex, an unknown
+  id, a transition the crawl's state does not allow, no database. One line on stderr.
+
+So argparse types only read the syntax of a value; its range is checked by the command
+(`check_range`) or by the pydantic models (crawls.config, crawls.validation), before
+anything reaches the database.
 """
 
 from __future__ import annotations
@@ -11,17 +19,25 @@ import datetime as dt
 import io
 import json
 import os
+import re
 import shutil
 from argparse import ArgumentTypeError
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 from django.db.utils import OperationalError, ProgrammingError
 from pydantic import ValidationError
 from rich.console import Console
 
-from archiver.conf import parse_duration
+from archiver import conf
+from archiver.conf import duration_in_seconds
 from archiver.errors import ArchiverError
-from crawls.config import CrawlConfig, parse_size
+from crawls.config import RANGE_TEXT, SHOWN, CrawlConfig, range_message, shown, size_in_bytes
+
+MAX_ID = 2**63 - 1  # the largest primary key the databases store
+CRAWL_ID_LENGTH = 32
+MAX_MESSAGE = 500  # characters of an error line; what is cut is an echoed value
 
 # Where a CrawlConfig field comes from on the command line, to name it in errors.
 OPTION_FOR_FIELD = {
@@ -39,10 +55,21 @@ OPTION_FOR_FIELD = {
 }
 
 
+def one_line(message: str) -> str:
+    """A message as one readable line: control characters escaped, long quotes shortened."""
+    message = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in message)
+    message = LONG_QUOTE.sub(lambda m: f"{m.group(1)}{m.group(2)}…{m.group(1)}", message)
+    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + "…"
+
+
+LONG_QUOTE = re.compile(r"""(['"])([^'"]{""" + str(SHOWN) + r"""})[^'"]{10,}\1""")
+
+
 class OneLineParser(CommandParser):
     """Reports a usage error as one line (`prog: error: ...`) and exit status 2."""
 
     def error(self, message):
+        message = one_line(message)
         if self.called_from_command_line:
             self.exit(2, f"{self.prog}: error: {message}\n")
         super().error(message)
@@ -64,12 +91,15 @@ class ArchiverCommand(BaseCommand):
     def handle(self, *args, **options):
         self.colors = not options.get("no_color") and "NO_COLOR" not in os.environ
         try:
+            require_database()
             return self.run(*args, **options)
+        except CommandError as exc:
+            raise CommandError(one_line(str(exc)), returncode=exc.returncode) from None
         except (ArchiverError, ValueError) as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(one_line(str(exc))) from None
         except (OperationalError, ProgrammingError) as exc:
             # Most often a database that was never migrated, or one from a newer version.
-            raise CommandError(f"database error: {exc} (has `archiver migrate` been run?)") from None
+            raise CommandError(one_line(f"database error: {exc} (has `archiver migrate` been run?)")) from None
 
     def run(self, *args, **options):
         raise NotImplementedError
@@ -109,29 +139,80 @@ def arg_type(parse):
 
 
 def whole_number(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a whole number") from None
+    """Plain ASCII digits with an optional sign: not `1_000`, `٣` or `1e3` (int() takes those)."""
+    if not WHOLE_NUMBER.fullmatch(text):
+        raise ValueError(f"{shown(text)} is not a whole number")
+    return int(text)
 
 
-def optional_quota(parse, *, high: int):
-    """`none` clears a quota (unlimited); anything else is `parse(text)`, from 1 to `high`."""
+WHOLE_NUMBER = re.compile(r"\s*[+-]?[0-9]{1,40}\s*")
+
+
+def optional_quota(parse):
+    """`none` clears a quota (unlimited); anything else is `parse(text)` (range: OrgInput)."""
 
     def convert(text: str) -> int | None:
         if text.strip().lower() in ("none", "unlimited"):
             return None
-        value = parse(text)
-        if not 1 <= value <= high:
-            raise ValueError(f"{text!r} is out of range (1 to {high}, or none)")
-        return value
+        return parse(text)
 
     return arg_type(convert)
 
 
-size_arg = arg_type(parse_size)
-duration_arg = arg_type(parse_duration)
+size_arg = arg_type(size_in_bytes)
+duration_arg = arg_type(duration_in_seconds)
 int_arg = arg_type(whole_number)
+
+
+def check_range(label: str, value: int | None, low: int, high: int) -> None:
+    """Refuse (exit 1) a number outside low..high before it reaches a query."""
+    if value is not None and not low <= value <= high:
+        raise CommandError(f"{label} {shown(value)}: must be from {low} to {high}")
+
+
+# --- the database and crawl ids ------------------------------------------------------------
+
+
+def sqlite_file(alias: str = "default") -> Path | None:
+    """The database file of a SQLite connection; None for another engine or in memory."""
+    db = connections[alias].settings_dict
+    name = str(db["NAME"])
+    if "sqlite" not in db["ENGINE"] or name == ":memory:" or name.startswith("file:"):
+        return None
+    return Path(name)
+
+
+def require_database() -> None:
+    """Refuse to run on a SQLite database that does not exist, rather than create it.
+
+    A command run in the wrong folder (the default data dir is ./data) would otherwise
+    leave an empty database behind and report "no crawls". Only `migrate` creates one.
+    """
+    database = sqlite_file()
+    if database is not None and not database.exists():
+        raise CommandError(
+            f"no archiver database in {conf.get().data_dir} ({database} does not exist): set "
+            f"ARCHIVER_DATA_DIR to your data dir, or run `archiver migrate` to start one there"
+        )
+
+
+def check_crawl_id(text: str) -> str:
+    """A crawl id or a prefix of one: 1 to 32 hexadecimal digits."""
+    prefix = text.strip().lower()
+    if not prefix or len(prefix) > CRAWL_ID_LENGTH or not all(c in "0123456789abcdef" for c in prefix):
+        raise CommandError(
+            f"{shown(text)} is not a crawl id (ids are {CRAWL_ID_LENGTH} hexadecimal digits; "
+            f"any unique prefix will do)"
+        )
+    return prefix
+
+
+def find_crawl(text: str, rows=None):
+    """The crawl whose id starts with `text`; refused with one line otherwise."""
+    from crawls.models import Crawl
+
+    rows = Crawl.objects.all() if rows is None else rows
+    return rows.by_prefix(check_crawl_id(text))
 
 
 # --- crawl configuration -------------------------------------------------------------------
@@ -148,12 +229,12 @@ def parse_crawl_config(values: dict) -> CrawlConfig:
 def config_error_line(exc: ValidationError) -> str:
     error = exc.errors()[0]
     field = str(error["loc"][0]) if error["loc"] else ""
-    message = error["msg"].removeprefix("Value error, ")
+    message = range_message(CrawlConfig, error) or error["msg"].removeprefix("Value error, ")
     if field == "seeds":
         return message
     option = OPTION_FOR_FIELD.get(field, field)
-    if "input" in error and not isinstance(error["input"], list | dict):
-        return f"{option} {error['input']!r}: {message}"
+    if "input" in error and not isinstance(error["input"], list | dict) and field not in RANGE_TEXT:
+        return f"{option} {shown(error['input'])}: {message}"
     return f"{option}: {message}"
 
 
@@ -205,7 +286,7 @@ class TransitionCommand(ArchiverCommand):
         from crawls.lease import db_now
         from crawls.models import Crawl
 
-        crawl = Crawl.objects.select_related("org").by_prefix(id)
+        crawl = find_crawl(id, Crawl.objects.select_related("org"))
         self.act(crawl, db_now(), options)
         wake.nudge()
         if json:

@@ -17,8 +17,9 @@ from django.utils import timezone
 
 from archiver import conf
 from archiver.errors import NotAllowed
-from crawls.config import CrawlConfig, check_regex, human_size
+from crawls.config import MAX_SEEDS, CrawlConfig, check_regex, crawlable, human_size
 from crawls.lease import FAR_FUTURE, Leased, LeaseQuerySet, due_by_creation_index, due_index
+from crawls.validation import quota_validators, validate_tags
 
 if TYPE_CHECKING:
     from crawls.quotas import OrgUsageNow
@@ -44,12 +45,17 @@ class Org(models.Model):
 
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200, blank=True)
-    max_concurrent_crawls = models.PositiveIntegerField(null=True, blank=True)
-    storage_quota_bytes = models.PositiveBigIntegerField(null=True, blank=True)
+    # 1 up, never 0 (crawls.validation.OrgInput): what the CLI, admin and API accept alike.
+    max_concurrent_crawls = models.PositiveIntegerField(
+        null=True, blank=True, validators=quota_validators("max_concurrent_crawls"))
+    storage_quota_bytes = models.PositiveBigIntegerField(
+        null=True, blank=True, validators=quota_validators("storage_quota_bytes"))
     exec_minutes_quota = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Crawler execution minutes per calendar month."
+        null=True, blank=True, help_text="Crawler execution minutes per calendar month.",
+        validators=quota_validators("exec_minutes_quota"),
     )
-    max_pages_per_crawl = models.PositiveIntegerField(null=True, blank=True)
+    max_pages_per_crawl = models.PositiveIntegerField(
+        null=True, blank=True, validators=quota_validators("max_pages_per_crawl"))
     bytes_stored = models.PositiveBigIntegerField(default=0, help_text="Bytes of archive files kept.")
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -227,7 +233,7 @@ class Crawl(Leased):
         default=dict, blank=True,
         help_text="CrawlConfig fields this session replaces (a retry of failed pages).",
     )
-    tags = models.JSONField(default=list, blank=True)
+    tags = models.JSONField(default=list, blank=True, validators=[validate_tags])
 
     status = models.CharField(max_length=32, choices=CrawlStatus.choices, default=S.QUEUED, db_index=True)
     intent = models.CharField(
@@ -436,7 +442,10 @@ class Crawl(Leased):
         the seeds of a page-scoped, depth-0 crawl. Returns how many pages are retried.
         """
         with transaction.atomic():
-            urls = list(self.failed_pages().values_list("url", flat=True))
+            # The crawler reported these URLs: only those that pass the seed rules (no
+            # credentials, a valid host, a length cap) become seeds, at most MAX_SEEDS.
+            urls = [url for url in self.failed_pages().values_list("url", flat=True) if crawlable(url)]
+            urls = urls[:MAX_SEEDS]
             if not urls:
                 self.refresh_from_db()
                 raise NotAllowed(f"crawl {self.short_id} has no failed pages to retry")
@@ -956,7 +965,7 @@ class Schedule(Leased):
     org = models.ForeignKey(Org, on_delete=models.CASCADE, related_name="schedules")
     cron = models.CharField(max_length=100)
     config = models.JSONField()
-    tags = models.JSONField(default=list, blank=True)
+    tags = models.JSONField(default=list, blank=True, validators=[validate_tags])
     enabled = models.BooleanField(default=True)
     last_crawl = models.ForeignKey(Crawl, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)

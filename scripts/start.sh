@@ -4,6 +4,8 @@
 # Ctrl-C stops the daemon (crawler containers keep running and are adopted next start)
 # and the admin server this script started.
 set -euo pipefail
+# Everything archiver writes in its data dir is private: 0700 folders, 0600 files.
+umask 077
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 export ARCHIVER_DATA_DIR="${ARCHIVER_DATA_DIR:-$ROOT/data}"

@@ -144,11 +144,11 @@ BAD_ADDS = {
     "negative extra hops": (["https://e.com/", "--extra-hops", "-1"], "--extra-hops"),
     "bad size unit": (["https://e.com/", "--size-limit", "5XB"], "is not a size"),
     "negative size": (["https://e.com/", "--size-limit=-1GB"], "is not a size"),
-    "zero size": (["https://e.com/", "--size-limit", "0"], "out of range"),
+    "zero size": (["https://e.com/", "--size-limit", "0"], "--size-limit: must be from 1 byte to 1 PiB"),
     "absurd size": (["https://e.com/", "--size-limit", "5000PB"], "is not a size"),
     "bad duration unit": (["https://e.com/", "--time-limit", "3 weeks"], "is not a duration"),
-    "negative duration": (["https://e.com/", "--time-limit=-5m"], "out of range"),
-    "absurd duration": (["https://e.com/", "--time-limit", "5000d"], "out of range"),
+    "negative duration": (["https://e.com/", "--time-limit=-5m"], "--time-limit: must be from 1 second"),
+    "absurd duration": (["https://e.com/", "--time-limit", "5000d"], "to 10 years"),
     "bad include regex": (["https://e.com/", "--include", "("], "not a valid regular expression"),
     "bad exclude regex": (["https://e.com/", "--exclude", "[a-"], "not a valid regular expression"),
     "unknown scope": (["https://e.com/", "--scope", "planet"], "invalid choice"),
@@ -384,13 +384,29 @@ def test_org_list_shows_usage(make_crawl):
     assert listed["default"]["active_crawls"] == 0
 
 
+@pytest.mark.django_db
+def test_org_list_shows_an_old_zero_quota_as_the_runner_enforces_it():
+    Org.objects.create(slug="legacy", max_concurrent_crawls=0, max_pages_per_crawl=0, storage_quota_bytes=0)
+    line = next(line for line in run("org", "list").splitlines() if line.startswith("legacy"))
+    assert line.split()[-2:] == ["0", "-"] and "0 B / 0 B" in line  # as the runner reads them
+
+
+@pytest.mark.django_db
+def test_status_with_an_empty_id_is_refused_not_a_listing(make_crawl):
+    make_crawl()
+    with pytest.raises(CommandError, match="'' is not a crawl id"):
+        run("status", "")
+
+
 BAD_ORGS = {
     "bad slug": (["set", "a b"], "is not a slug"),
-    "zero concurrency": (["set", "acme", "--max-concurrent-crawls", "0"], "out of range"),
-    "negative minutes": (["set", "acme", "--exec-minutes", "-3"], "out of range"),
-    "absurd pages": (["set", "acme", "--max-pages", "10000000000"], "out of range"),
+    "zero concurrency": (["set", "acme", "--max-concurrent-crawls", "0"],
+                         "--max-concurrent-crawls: must be from 1 to 10000"),
+    "negative minutes": (["set", "acme", "--exec-minutes", "-3"], "--exec-minutes: must be from 1"),
+    "absurd pages": (["set", "acme", "--max-pages", "10000000000"], "--max-pages: must be from 1 to 100000000"),
     "bad size": (["set", "acme", "--storage-quota", "lots"], "is not a size"),
-    "long name": (["set", "acme", "--name", "x" * 201], "longer than 200"),
+    "long name": (["set", "acme", "--name", "x" * 201], "at most 200 characters"),
+    "long slug": (["set", "s" * 200], "an org slug is at most 50 characters (got 200)"),
     "no action": ([], "required"),
 }
 
@@ -452,6 +468,19 @@ SHELL_REFUSALS = {
     "unknown option": (["add", "https://e.com/", "--depht", "2"], 2),
     "unknown id": (["pause", "fffffff"], 1),
     "bad org quota": (["org", "set", "acme", "--storage-quota=-5GB"], 2),
+    "zero org quota": (["org", "set", "acme", "--max-concurrent-crawls", "0"], 1),
+    "200-character slug": (["org", "set", "s" * 200], 1),
+    "huge status limit": (["status", "--limit", "99999999999999999999"], 1),
+    "status limit not a number": (["status", "--limit", "ten"], 2),
+    "empty crawl id": (["status", ""], 1),
+    "negative deliveries limit": (["webhook", "deliveries", "--limit", "-3"], 1),
+    "webhook id past 2^63": (["webhook", "deliveries", "--webhook", str(2**63)], 1),
+    "delivery id past 2^64": (["webhook", "replay", str(2**64)], 1),
+    "schedule id past 2^64": (["schedule", "enable", str(2**64)], 1),
+    "unknown subcommand": (["webhook", "frobnicate"], 2),
+    "header injection": (["add", "https://e.com/", "--user-agent", "a\r\nX-Injected: 1"], 1),
+    "empty exclude": (["add", "https://e.com/", "--exclude", ""], 1),
+    "seed with a password": (["add", "https://alice:hunter2@e.com/"], 1),
 }
 
 
@@ -462,7 +491,7 @@ def test_bad_input_at_a_shell_exits_non_zero_with_one_line_and_writes_nothing(da
     assert result.returncode == code
     assert result.stdout == ""
     assert len(result.stderr.splitlines()) == 1, result.stderr
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.stderr and "hunter2" not in result.stderr
     assert db_rows(data_dir) == before
 
 
@@ -504,3 +533,14 @@ def test_retry_failed_pages_of_a_crawl_without_failures_is_refused(make_crawl, n
     with pytest.raises(CommandError, match="has no failed pages to retry"):
         run("retry", crawl.short_id, "--failed-pages")
     assert row_counts() == before
+
+
+@pytest.mark.django_db
+def test_retry_failed_pages_seeds_only_urls_that_pass_the_seed_rules(make_crawl, nudges):
+    crawl = make_crawl(S.COMPLETE, pages_failed=3)
+    for url in ("https://example.com/broken", "https://u:hunter2@example.com/", "https://example.com/" + "a" * 3000):
+        Snapshot.objects.create(crawl=crawl, url=url, status="failed")
+    run("retry", crawl.short_id, "--failed-pages")
+    crawl.refresh_from_db()
+    assert crawl.config_override["seeds"] == ["https://example.com/broken"]
+    assert crawl.launch_config().seeds == ["https://example.com/broken"]

@@ -6,11 +6,12 @@ from django.core.management.base import CommandError
 
 from crawls import wake
 from crawls.cli import ArchiverCommand, duration_arg, int_arg, parse_crawl_config, size_arg
+from crawls.config import MAX_TAGS, clean_tags
 from crawls.lease import db_now
 from crawls.models import Crawl, Org
+from crawls.validation import check_slug
 
 SCOPES = ("page", "page-spa", "prefix", "host", "domain", "any", "custom")
-MAX_TAG_LENGTH = 100
 
 
 class Command(ArchiverCommand):
@@ -57,13 +58,19 @@ class Command(ArchiverCommand):
 
 def find_org(slug: str) -> Org:
     try:
+        check_slug(slug)
         return Org.objects.get(slug=slug)
+    except ValueError as exc:
+        raise CommandError(f"--org: {exc}") from None
     except Org.DoesNotExist:
         raise CommandError(f"no org {slug!r} (create it with: archiver org set {slug})") from None
 
 
 def check_tags(tags: list[str]) -> list[str]:
-    for tag in tags:
-        if not tag.strip() or len(tag) > MAX_TAG_LENGTH:
-            raise CommandError(f"--tag {tag!r}: a tag is 1 to {MAX_TAG_LENGTH} characters")
-    return list(dict.fromkeys(tag.strip() for tag in tags))
+    """The same rules as every tag list (crawls.config.Tags), named by the option."""
+    if len(tags) > MAX_TAGS:
+        raise CommandError(f"--tag: at most {MAX_TAGS} tags")
+    try:
+        return clean_tags(tags)
+    except ValueError as exc:
+        raise CommandError(f"--tag: {exc}") from None

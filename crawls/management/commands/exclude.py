@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from django.core.management.base import CommandError
+
 from crawls import wake
-from crawls.cli import ArchiverCommand
+from crawls.cli import ArchiverCommand, find_crawl
+from crawls.config import MAX_REGEXES, check_regex, shown
 from crawls.lease import db_now
-from crawls.models import Crawl
 
 
 class Command(ArchiverCommand):
@@ -18,9 +20,12 @@ class Command(ArchiverCommand):
         parser.add_argument("--remove", action="store_true", help="remove this exclusion instead")
 
     def run(self, *, id, regex, remove, **options):
-        crawl = Crawl.objects.by_prefix(id)
+        check_regex(regex)
+        crawl = find_crawl(id)
+        if not remove and len(crawl.config.get("exclude", [])) >= MAX_REGEXES:
+            raise CommandError(f"crawl {crawl.short_id} already has {MAX_REGEXES} exclusions")
         crawl.change_exclusion(regex, db_now(), remove=remove)
         wake.nudge()
         verb = "no longer excludes" if remove else "excludes"
         live = " (sent to its running instances)" if crawl.has_runtime else ""
-        self.stdout.write(f"crawl {crawl.short_id} {verb} {regex!r}{live}")
+        self.stdout.write(f"crawl {crawl.short_id} {verb} {shown(regex)}{live}")

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
-from django.core.validators import validate_slug
 from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from rich.table import Table
 
+from archiver.errors import ConfigError
 from crawls.cli import ArchiverCommand, OneLineParser, optional_quota, whole_number
-from crawls.config import MAX_SIZE, human_size, parse_size
+from crawls.config import human_size, size_in_bytes
 from crawls.lease import db_now
 from crawls.models import CrawlStatus, Org, OrgUsage, month_start
+from crawls.validation import OrgInput
 
-# How each quota option is read; `none` clears any of them (unlimited).
+# How each quota option is read (`none` clears any of them: unlimited), and its column.
+# The ranges are OrgInput's, the same for the admin: 1 up, never 0.
 QUOTAS = {
-    "max_concurrent_crawls": optional_quota(whole_number, high=10_000),
-    "storage_quota": optional_quota(parse_size, high=MAX_SIZE),
-    "exec_minutes": optional_quota(whole_number, high=10**9),
-    "max_pages": optional_quota(whole_number, high=100_000_000),
+    "max_concurrent_crawls": optional_quota(whole_number),
+    "storage_quota": optional_quota(size_in_bytes),
+    "exec_minutes": optional_quota(whole_number),
+    "max_pages": optional_quota(whole_number),
 }
 FIELD_FOR_OPTION = {
     "max_concurrent_crawls": "max_concurrent_crawls",
@@ -27,6 +28,7 @@ FIELD_FOR_OPTION = {
     "exec_minutes": "exec_minutes_quota",
     "max_pages": "max_pages_per_crawl",
 }
+OPTION_FOR_FIELD = {field: "--" + option.replace("_", "-") for option, field in FIELD_FOR_OPTION.items()}
 UNSET = object()
 
 
@@ -57,19 +59,17 @@ class Command(ArchiverCommand):
             self.list_orgs(options["json"])
 
     def set_org(self, *, slug, name, **options):
-        try:
-            validate_slug(slug)
-        except ValidationError:
-            raise CommandError(f"{slug!r} is not a slug (letters, digits, - and _)") from None
-        if name is not None and len(name) > Org._meta.get_field("name").max_length:
-            raise CommandError("--name is longer than 200 characters")
-        changes = {
+        values = {
             FIELD_FOR_OPTION[option]: options[option]
             for option in FIELD_FOR_OPTION if options[option] is not UNSET
         }
         if name is not None:
-            changes["name"] = name
-        org, created = Org.objects.update_or_create(slug=slug, defaults=changes)
+            values["name"] = name
+        try:
+            org_input = OrgInput.parse(slug=slug, **values)
+        except ConfigError as exc:
+            raise CommandError(option_named(str(exc))) from None
+        org, created = Org.objects.update_or_create(slug=slug, defaults=org_input.changes())
         self.stdout.write(f"{'created' if created else 'updated'} org {org.slug}")
 
     def list_orgs(self, as_json: bool):
@@ -84,15 +84,31 @@ class Command(ArchiverCommand):
             table.add_row(
                 org.slug, org.name,
                 f"{org.active_count}",
-                used_of(human_size(org.bytes_stored), org.storage_quota_bytes and human_size(org.storage_quota_bytes)),
+                used_of(human_size(org.bytes_stored),
+                        None if org.storage_quota_bytes is None else human_size(org.storage_quota_bytes)),
                 used_of(f"{org.month_seconds / 60:.0f}", org.exec_minutes_quota),
-                str(org.max_concurrent_crawls or "-"), str(org.max_pages_per_crawl or "-"),
+                # As the runner reads them: a concurrency of 0 admits nothing, while a
+                # page limit of 0 is no limit (Crawl.effective_page_limit). Only old rows hold 0.
+                quota_text(org.max_concurrent_crawls), quota_text(org.max_pages_per_crawl or None),
             )
         self.render(table)
 
 
+def option_named(message: str) -> str:
+    """`storage_quota_bytes: ...` as the user typed it: `--storage-quota: ...`."""
+    field, sep, rest = message.partition(": ")
+    if field == "slug":
+        return rest
+    return f"{OPTION_FOR_FIELD.get(field, '--' + field)}: {rest}" if sep else message
+
+
+def quota_text(quota: int | None) -> str:
+    """`-` for no quota, else the number (a 0 the runner enforces shows as 0)."""
+    return "-" if quota is None else str(quota)
+
+
 def used_of(used: str, quota) -> str:
-    return f"{used} / {quota}" if quota else used
+    return used if quota is None else f"{used} / {quota}"
 
 
 def orgs_with_usage(now):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from crawls import wake
-from crawls.cli import ArchiverCommand, int_arg
+from crawls.cli import ArchiverCommand, find_crawl, int_arg
 from crawls.lease import db_now
-from crawls.models import Crawl
 
 
 class Command(ArchiverCommand):
@@ -16,7 +15,7 @@ class Command(ArchiverCommand):
         parser.add_argument("scale", type=int_arg, metavar="N", help="instances, 1 to 8")
 
     def run(self, *, id, scale, **options):
-        crawl = Crawl.objects.by_prefix(id)
+        crawl = find_crawl(id)
         before = crawl.scale
         crawl.set_scale(scale, db_now())
         wake.nudge()

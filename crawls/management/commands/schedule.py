@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+from django.core.management.base import CommandError
 from rich.table import Table
 
 from crawls import schedules, wake
 from crawls.cli import (
+    MAX_ID,
     ArchiverCommand,
     OneLineParser,
     age,
+    check_range,
     duration_arg,
     int_arg,
     parse_crawl_config,
     size_arg,
 )
+from crawls.config import shown
 from crawls.lease import db_now
 from crawls.management.commands.add import SCOPES, check_tags, find_org
 from crawls.models import Schedule
+from crawls.validation import check_cron_text
 
 CONFIG_OPTIONS = (
     "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include", "exclude",
@@ -51,10 +56,12 @@ class Command(ArchiverCommand):
             toggle.add_argument("id", metavar="ID")
 
     def run(self, *, action, **options):
+        if "id" in options:
+            check_schedule_id(options["id"])
         getattr(self, f"do_{action}")(**options)
 
     def do_add(self, *, cron, urls, org, tags, **options):
-        cron = schedules.check_cron(cron)
+        cron = check_cron_text(cron)
         config = parse_crawl_config({"seeds": urls, **{name: options[name] for name in CONFIG_OPTIONS}})
         schedule = schedules.create_schedule(find_org(org), cron, config, check_tags(tags), now=db_now())
         wake.nudge()
@@ -89,6 +96,15 @@ class Command(ArchiverCommand):
                 last.status if last else "-",
             )
         self.render(table)
+
+
+def check_schedule_id(text: str) -> None:
+    """A number from 1 to MAX_ID, before schedules.find() puts it in a query."""
+    if not (text.isascii() and text.isdigit()):
+        raise CommandError(f"{shown(text)} is not a schedule id (ids are numbers; see: schedule list)")
+    if len(text) > 40:  # far past MAX_ID; int() would refuse with its own words
+        raise CommandError(f"ID {shown(text)}: must be from 1 to {MAX_ID}")
+    check_range("ID", int(text), 1, MAX_ID)
 
 
 def seeds_text(schedule: Schedule) -> str:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from django.core.management.base import CommandError
 from django.db.models import Prefetch
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from crawls.cli import ArchiverCommand, age, duration, int_arg, progress_bar
+from crawls.cli import (
+    ArchiverCommand,
+    age,
+    check_range,
+    duration,
+    find_crawl,
+    int_arg,
+    progress_bar,
+)
 from crawls.config import human_size
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlFile, CrawlStatus
@@ -23,6 +30,7 @@ STATE_STYLE = {
 }
 GROUPS = {"active": CrawlStatus.ACTIVE, "final": CrawlStatus.FINAL}
 LOG_LINES = 20
+MAX_LIMIT = 100_000  # more is `--all`
 
 
 class Command(ArchiverCommand):
@@ -38,11 +46,10 @@ class Command(ArchiverCommand):
                             help="only crawls in this state (or: active, final)")
 
     def run(self, *, id, json, all, limit, state, **options):
-        if limit < 1:
-            raise CommandError(f"--limit {limit}: must be 1 or more")
+        check_range("--limit", limit, 1, MAX_LIMIT)
         now = db_now()
-        if id:
-            crawl = Crawl.objects.select_related("org").by_prefix(id)
+        if id is not None:  # `status ''` is a mistake, not "list everything"
+            crawl = find_crawl(id, Crawl.objects.select_related("org"))
             if json:
                 self.write_json(crawl.summary())
             else:

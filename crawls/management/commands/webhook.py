@@ -9,12 +9,14 @@ from __future__ import annotations
 from django.core.management.base import CommandError
 from rich.table import Table
 
-from archiver.errors import WebhookRefused
 from crawls import ssrf
-from crawls.cli import ArchiverCommand, OneLineParser, age, int_arg
+from crawls.cli import MAX_ID, ArchiverCommand, OneLineParser, age, check_range, int_arg
 from crawls.lease import db_now
 from crawls.models import DeliveryStatus, Org, Webhook, WebhookDelivery
-from crawls.webhooks import clean_events, clean_secret, shown_url
+from crawls.validation import WebhookInput
+from crawls.webhooks import shown_url
+
+MAX_LISTED = 100_000
 
 
 class Command(ArchiverCommand):
@@ -46,19 +48,18 @@ class Command(ArchiverCommand):
         getattr(self, action)(**options)
 
     def add(self, *, url, secret, events, org, json, **_):
-        secret = clean_secret(secret)
-        names = clean_events(events.split(","))
+        hook = WebhookInput.parse(url=url, secret=secret, events=events.split(","), org=org)
         owner = None
-        if org is not None:
-            owner = Org.objects.filter(slug=org).first()
+        if hook.org is not None:
+            owner = Org.objects.filter(slug=hook.org).first()
             if owner is None:
-                raise CommandError(f"no org {org!r} (see `archiver org list`)")
-        check(url)
-        hook = Webhook.objects.create(url=url, secret=secret, events=names, org=owner)
+                raise CommandError(f"no org {hook.org!r} (see `archiver org list`)")
+        hook.check_destination()
+        row = Webhook.objects.create(url=hook.url, secret=hook.secret, events=hook.events, org=owner)
         if json:
-            self.write_json(webhook_summary(hook))
+            self.write_json(webhook_summary(row))
         else:
-            self.stdout.write(f"added webhook {hook.pk} → {ssrf.parse_webhook_url(url).where}")
+            self.stdout.write(f"added webhook {row.pk} → {ssrf.parse_webhook_url(hook.url).where}")
 
     def list(self, *, json, **_):
         hooks = Webhook.objects.select_related("org").order_by("id")
@@ -76,12 +77,15 @@ class Command(ArchiverCommand):
         self.render(table)
 
     def remove(self, *, id, **_):
+        check_range("ID", id, 1, MAX_ID)
         deleted, _ = Webhook.objects.filter(pk=id).delete()
         if not deleted:
             raise CommandError(f"no webhook {id}")
         self.stdout.write(f"removed webhook {id}")
 
     def deliveries(self, *, failed, webhook, limit, json, **_):
+        check_range("--limit", limit, 1, MAX_LISTED)
+        check_range("--webhook", webhook, 1, MAX_ID)
         rows = WebhookDelivery.objects.select_related("event", "webhook").order_by("-id")
         if failed:
             rows = rows.filter(status=DeliveryStatus.FAILED)
@@ -104,6 +108,7 @@ class Command(ArchiverCommand):
         self.stdout.write(counts_line(counts))
 
     def replay(self, *, id, **_):
+        check_range("DELIVERY_ID", id, 1, MAX_ID)
         delivery = WebhookDelivery.objects.filter(pk=id).first()
         if delivery is None:
             raise CommandError(f"no delivery {id}")
@@ -112,14 +117,6 @@ class Command(ArchiverCommand):
 
         wake.nudge()
         self.stdout.write(f"delivery {id} is pending again")
-
-
-def check(url: str) -> None:
-    """Refuse a URL the runner would refuse, naming only host:port."""
-    try:
-        ssrf.check_url(url)
-    except (WebhookRefused, OSError) as exc:  # OSError: the name does not resolve
-        raise CommandError(f"refused: {exc}") from None
 
 
 def webhook_summary(hook: Webhook) -> dict:
