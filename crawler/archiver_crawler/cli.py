@@ -7,6 +7,7 @@ the process exits even if a thread (a DNS lookup, a packaging thread) is still r
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import os
@@ -129,10 +130,8 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
     except RedisError as exc:
         raise RedisUnavailable(f"Redis failed: {type(exc).__name__}: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - the instance's boundary: said clearly, exit 1
-        logger.error("unexpected error, exiting 1: %s: %s", type(exc).__name__, exc,
-                     exc_info=True)
         await _leave_quietly(state, "interrupted")
-        return ExitCode.GENERIC_ERROR
+        return unexpected(exc)
     finally:
         if flusher:
             flushing.set()
@@ -223,9 +222,29 @@ def exit_code_of(config: CrawlConfig, errors: RedisErrorBuffer, started: float) 
     except KeyboardInterrupt:
         return int(ExitCode.FORCED_INTERRUPT)
     except Exception as exc:  # noqa: BLE001 - the process's boundary: said clearly, exit 1
-        logger.error("unexpected error, exiting 1: %s: %s", type(exc).__name__, exc,
-                     exc_info=True)
-        return int(ExitCode.GENERIC_ERROR)
+        return int(unexpected(exc))
+
+
+def unexpected(exc: Exception) -> ExitCode:
+    """An error nobody expected: exit 1, unless the disk is full (packaging, a log, a page
+    list), which is exit 3 so the runner pauses the crawl for the disk instead of failing it."""
+    if out_of_space(exc):
+        logger.error("out of disk space, exiting 3: %s", exc)
+        return ExitCode.OUT_OF_SPACE
+    logger.error("unexpected error, exiting 1: %s: %s", type(exc).__name__, exc, exc_info=True)
+    return ExitCode.GENERIC_ERROR
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """ENOSPC (or a disk quota) anywhere in the chain of `exc`."""
+    seen: BaseException | None = exc
+    for _ in range(20):
+        if seen is None:
+            return False
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _leave(code: int) -> int:

@@ -113,3 +113,19 @@ def test_losing_redis_during_the_crawl_exits_8(spawn, big_site, tmp_path):
         server.process.wait(timeout=10)
     code = crawler.wait()
     assert code == 8, crawler.stderr[-3000:]
+
+
+def test_running_out_of_disk_space_anywhere_exits_3_not_1():
+    import errno
+
+    from archiver_crawler.cli import unexpected
+    from archiver_crawler.errors import ExitCode
+
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as inner:
+            raise RuntimeError("packaging the WACZ failed") from inner
+    except RuntimeError as exc:
+        assert unexpected(exc) == ExitCode.OUT_OF_SPACE
+    assert unexpected(ValueError("something else")) == ExitCode.GENERIC_ERROR

@@ -106,6 +106,7 @@ def test_a_crawl_from_the_image_archives_the_site_and_reports_to_redis(
             yaml.safe_dump({"seeds": [site.url], "scopeType": "prefix", "depth": -1,
                             "allowNetworks": ["127.0.0.0/8"]})
         )
+        (crawl_dir / "crawl.yaml").chmod(0o644)  # archiver's umask is 077; the container is uid 1000
         code, logs = run_crawler(docker_client, crawler_image, crawl_id, crawl_dir, [
             "--config", "/crawls/crawl.yaml",
             "--workers", "2",

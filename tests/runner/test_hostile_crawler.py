@@ -5,6 +5,7 @@ affected, no secret is seen."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -75,7 +76,9 @@ def test_a_hostile_local_crawler_touches_nothing_outside_its_folder_and_sees_no_
     victim_db = 9  # another crawl's database, with its state
     guarded_redis.client(victim_db).set("victim:d", "42")
     victim = make_crawl()
-    Crawl.objects.filter(pk=victim.pk).update(status=S.RUNNING, redis_db=victim_db)
+    # Another live runner's crawl: ours must never touch it (nor adopt it).
+    Crawl.objects.filter(pk=victim.pk).update(status=S.RUNNING, redis_db=victim_db, lease_owner="other",
+                                              retry_at=db_now() + dt.timedelta(hours=1))
     (settings.data_dir / "hostile.json").write_text(json.dumps(
         {"host_file": str(host_file), "host_folder": str(host_folder), "other_db": victim_db}))
     monkeypatch.setenv("ARCHIVER_SECRET_KEY", "django-secret-never-seen")

@@ -157,7 +157,8 @@ def endpoint(tmp_path) -> RedisEndpoint:
 def crawling_spec(docker_settings, endpoint):
     """A spec whose crawler really crawls (a slow site, a Redis with a password) for a while."""
     with slow_site(pages=30, delay=0.3) as site:
-        yield make_spec(docker_settings, endpoint=endpoint, db=4, config={"seeds": [site.url]})
+        yield make_spec(docker_settings, endpoint=endpoint, db=4,
+                        config={"seeds": [site.url], "allowNetworks": ["127.0.0.0/8"]})
 
 
 @pytest.mark.docker
