@@ -793,6 +793,11 @@ def wacz_responses(path: Path) -> list[str]:
     return urls
 
 
+def wacz_members(path: Path) -> list[str]:
+    with zipfile.ZipFile(path) as wacz:
+        return wacz.namelist()
+
+
 def wacz_problem(path: Path) -> str | None:
     """Why this WACZ is invalid (zip, datapackage.json, CDXJ, pages), or None."""
     try:
