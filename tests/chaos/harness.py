@@ -104,8 +104,9 @@ def processes_mentioning(text: str) -> list[int]:
     return [pid for pid in pids() if (argv := _cmdline(pid)) and needle in b"\0".join(argv)]
 
 
-def crawler_processes(crawl_id: str) -> Counter[str]:
-    """Live crawler processes of one crawl per instance (their `--cwd`), wrappers left out.
+def crawler_processes(crawl_id: str | None = None, under: Path | None = None) -> Counter[str]:
+    """Live crawler processes per instance (their `--cwd`), wrappers left out: of one crawl,
+    or of every crawl whose instance folder is `under` a data dir.
 
     The protocol fixes `--crawlId` and `--cwd` for every instance, so this holds for any
     launcher that runs crawlers as processes of this host (containers included).
@@ -116,10 +117,11 @@ def crawler_processes(crawl_id: str) -> Counter[str]:
         if not argv or b"--crawlId" not in argv or b"runner.local_wrapper" in argv:
             continue
         args = [a.decode(errors="replace") for a in argv]
-        if args[args.index("--crawlId") + 1:args.index("--crawlId") + 2] != [crawl_id]:
-            continue
+        found_id = args[args.index("--crawlId") + 1] if args[-1] != "--crawlId" else ""
         cwd = args[args.index("--cwd") + 1] if "--cwd" in args[:-1] else "?"
-        found[cwd] += 1
+        if (crawl_id and found_id != crawl_id) or (under and not cwd.startswith(str(under))):
+            continue
+        found[f"{found_id[:8]} {cwd}"] += 1
     return found
 
 
@@ -865,29 +867,79 @@ def random_kills(trial: Trial, data_dir: DataDir, rng: random.Random, until: Cal
     return kills
 
 
-def kill_during_launch(trial: Trial, data_dir: DataDir, delay: float = 0.0,
-                       timeout: float = 30) -> bool:
-    """kill -9 the daemon the moment a crawler is spawned (a process-* file or a crawler
-    process appears under the data dir), after `delay` s. True if it was caught launching."""
-    crawls = data_dir.path / "crawls"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if crawls.is_dir() and any(p.name.startswith("process-") for p in crawls.glob("*/*/*")):
-            break
-        time.sleep(0.001)
-    else:
-        return False
-    if delay:
-        time.sleep(delay)
-    trial.kill_daemon(data_dir)
-    return True
+class LaunchSniper:
+    """kill -9 a data dir's daemon in the middle of a local launch: after the crawler is
+    spawned, before the daemon has recorded it. Start it before the `add` it should hit.
+
+    The window is a few milliseconds wide, too narrow to hit by timing alone, so (SQLite
+    only) the sniper holds the database's write lock from the moment the crawl's folder
+    appears, as any other writer (the admin, a CLI command) may: a daemon that records the
+    launch after spawning it is stuck right there; one that records it first is stuck
+    before spawning, which is fine too. Once a process naming the crawl's folder runs (or
+    after `wait` s) the daemon is killed and the lock released. `in_window` then says
+    whether the crawl's newest Process row had no pid at the kill."""
+
+    def __init__(self, trial: Trial, data_dir: DataDir, wait: float = 3.0, timeout: float = 30):
+        self.trial, self.data_dir, self.wait, self.timeout = trial, data_dir, wait, timeout
+        self.crawls = data_dir.path / "crawls"
+        self.before = set(self._list(self.crawls))
+        self.caught: str | None = None
+        self.spawned = False
+        self.in_window: bool | None = None
+        self._thread = threading.Thread(target=self._run, name="chaos-sniper", daemon=True)
+
+    @staticmethod
+    def _list(folder: Path) -> list[str]:
+        try:
+            return os.listdir(folder)
+        except OSError:
+            return []
+
+    def __enter__(self) -> LaunchSniper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._thread.join(timeout=self.timeout + self.wait + 5)
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        new: list[str] = []
+        while not new and time.monotonic() < deadline:
+            new = [name for name in self._list(self.crawls) if name not in self.before]
+        if not new:
+            return
+        self.caught = new[0]
+        lock = self._lock()
+        try:
+            folder = str(self.crawls / new[0])
+            until = time.monotonic() + self.wait
+            while not self.spawned and time.monotonic() < until:
+                self.spawned = bool(processes_mentioning(folder))
+                time.sleep(0.01)
+            self.trial.kill_daemon(self.data_dir)
+            rows = self.trial.db.query("SELECT pid FROM crawls_process WHERE crawl_id = %s "
+                                       "ORDER BY id DESC", new[0])
+            self.in_window = self.spawned and bool(rows) and rows[0][0] is None
+        finally:
+            if lock is not None:
+                lock.rollback()
+                lock.close()
+
+    def _lock(self) -> sqlite3.Connection | None:
+        if not self.trial.db.is_sqlite:
+            return None
+        lock = sqlite3.connect(self.trial.db.url.removeprefix("sqlite:///"), timeout=30,
+                               isolation_level=None, check_same_thread=False)
+        lock.execute("BEGIN IMMEDIATE")
+        return lock
 
 
 class CrawlerWatch:
     """Samples /proc every `every` s: the most crawler processes seen at once per instance."""
 
-    def __init__(self, crawl_ids: list[str], every: float = 0.05):
-        self.crawl_ids = crawl_ids
+    def __init__(self, under: Path, every: float = 0.05):
+        self.under = under
         self.every = every
         self.most: Counter[str] = Counter()
         self._stop = threading.Event()
@@ -903,9 +955,8 @@ class CrawlerWatch:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for crawl_id in self.crawl_ids:
-                for instance, n in crawler_processes(crawl_id).items():
-                    self.most[instance] = max(self.most[instance], n)
+            for instance, n in crawler_processes(under=self.under).items():
+                self.most[instance] = max(self.most[instance], n)
             self._stop.wait(self.every)
 
     def doubled(self) -> dict[str, int]:
