@@ -638,10 +638,10 @@ class Trial:
         return loose
 
     def audit(self, site: ChaosSite, ids: list[str], trees: dict[str, int] | None = None,
-              require: str = "complete") -> dict:
+              require: str = "complete", webhook_wait: float = 20) -> dict:
         """The counts of COUNT_KEYS and EXTRA_KEYS for these crawls; `trees` maps a crawl id
         to its site tree (default: the tree its seed names)."""
-        self.wait_webhooks()
+        self.wait_webhooks(webhook_wait)
         statuses = self.statuses(ids)
         seeds = dict(self.db.query("SELECT id, seeds FROM crawls_crawl"))
         kept = self.kept_files(ids)

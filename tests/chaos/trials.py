@@ -16,7 +16,7 @@ from tests.chaos.harness import FINAL, RedisServer, Trial, chaos_site, random_ki
 
 def two_runner_trial(root: Path, database_url: str, *, crawls: int = 30, pages: int = 4,
                      delay: float = 0.05, downtime: float = 6.0, timeout: float = 75,
-                     rng: random.Random | None = None) -> dict:
+                     rng: random.Random | None = None, webhook_wait: float = 20) -> dict:
     """Two daemons on two data dirs, one PostgreSQL database, one Redis; `crawls` crawls of
     their own small site trees; one daemon killed -9 midway and restarted `downtime` s later
     (past its lease, so the other may adopt its crawls meanwhile)."""
@@ -41,12 +41,12 @@ def two_runner_trial(root: Path, database_url: str, *, crawls: int = 30, pages: 
                 return sum(status in FINAL for status in trial.statuses(ids).values())
 
             with contextlib.suppress(AssertionError):  # kill anyway: slower is still midway
-                wait_for(lambda: finals() >= midway, timeout / 2, 0.2, "midway")
+                wait_for(lambda: finals() >= midway, min(timeout / 2, 20), 0.2, "midway")
             trial.kill_daemon(a)
             time.sleep(downtime)
             trial.start_daemon(a)
             trial.wait_final(ids, timeout)
-            result = trial.audit(site, ids)
+            result = trial.audit(site, ids, webhook_wait=webhook_wait)
             result["killed_after_final"] = midway
             return result
     finally:
