@@ -89,7 +89,7 @@ def redis_kill_trial(root: Path, *, kills: int = 3, pages: int = 40, delay: floa
 
 
 def kill9_trial(root: Path, *, launcher: str, scale: int, rng: random.Random, crawls: int = 2,
-                pages: int = 25, delay: float = 0.1, timeout: float = 120) -> dict:
+                pages: int = 40, delay: float = 0.15, timeout: float = 120) -> dict:
     """A new user's set-up (SQLite and the embedded Redis in one data dir), `crawls` crawls
     at `scale`, the daemon killed -9 at random times (the first within 3 s of the adds) and
     restarted after a random downtime."""
