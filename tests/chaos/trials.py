@@ -1,0 +1,110 @@
+"""The chaos trials bench/chaos.py runs and tests/chaos/ runs short versions of.
+
+Each returns the audit of `Trial.audit()` (the counts of harness.COUNT_KEYS and EXTRA_KEYS,
+plus `details` and a few trial-specific numbers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from pathlib import Path
+
+from tests.chaos.harness import FINAL, RedisServer, Trial, chaos_site, random_kills, wait_for
+
+
+def two_runner_trial(root: Path, database_url: str, *, crawls: int = 30, pages: int = 4,
+                     delay: float = 0.05, downtime: float = 6.0, timeout: float = 75,
+                     rng: random.Random | None = None, webhook_wait: float = 20) -> dict:
+    """Two daemons on two data dirs, one PostgreSQL database, one Redis; `crawls` crawls of
+    their own small site trees; one daemon killed -9 midway and restarted `downtime` s later
+    (past its lease, so the other may adopt its crawls meanwhile)."""
+    rng = rng or random.Random()
+    redis = RedisServer.start(root / "redis")
+    try:
+        with chaos_site(trees=crawls, pages=pages, delay=delay) as site, \
+                Trial(root, database_url=database_url, redis=redis,
+                      env={"ARCHIVER_MAX_CONCURRENT_CRAWLS": "3"}) as trial:
+            a, b = trial.add_data_dir(), trial.add_data_dir()
+            trial.migrate()
+            for data_dir in (a, b):
+                trial.start_daemon(data_dir)
+            for data_dir in (a, b):
+                trial.daemon_ready(data_dir)
+            half = crawls // 2
+            ids = trial.add_many(a, [site.tree_url(k) for k in range(half)])
+            ids += trial.add_many(b, [site.tree_url(k) for k in range(half, crawls)])
+            midway = rng.randint(max(1, crawls // 5), max(1, crawls // 2))
+
+            def finals() -> int:
+                return sum(status in FINAL for status in trial.statuses(ids).values())
+
+            with contextlib.suppress(AssertionError):  # kill anyway: slower is still midway
+                wait_for(lambda: finals() >= midway, min(timeout / 2, 20), 0.2, "midway")
+            trial.kill_daemon(a)
+            time.sleep(downtime)
+            trial.start_daemon(a)
+            trial.wait_final(ids, timeout)
+            result = trial.audit(site, ids, webhook_wait=webhook_wait)
+            result["killed_after_final"] = midway
+            return result
+    finally:
+        redis.stop()
+
+
+def redis_kill_trial(root: Path, *, kills: int = 3, pages: int = 40, delay: float = 0.25,
+                     downtime: float = 1.0, timeout: float = 60,
+                     max_launch_attempts: int = 2) -> dict:
+    """One daemon and one crawl of a slow site; its (persistent) Redis server killed -9 and
+    restarted on the same port `kills` times while the crawl runs."""
+    redis = RedisServer.start(root / "redis")
+    try:
+        with chaos_site(trees=1, pages=pages, delay=delay) as site, \
+                Trial(root, redis=redis,
+                      env={"ARCHIVER_MAX_LAUNCH_ATTEMPTS": str(max_launch_attempts)}) as trial:
+            data_dir = trial.add_data_dir()
+            trial.migrate()
+            trial.start_daemon(data_dir)
+            trial.daemon_ready(data_dir)
+            crawl_id = trial.add(data_dir, site.tree_url(0))
+            done = 2
+            for _ in range(kills):
+                state = trial.wait_crawl(crawl_id, lambda c, n=done: c["pages_done"] >= n
+                                         or c["status"] in FINAL, timeout=30)
+                if state["status"] in FINAL:
+                    break
+                redis.kill9()
+                trial.note(f"kill -9 redis at pages_done={state['pages_done']}")
+                time.sleep(downtime)
+                redis.restart()
+                done = state["pages_done"] + 3
+            trial.wait_final([crawl_id], timeout)
+            result = trial.audit(site, [crawl_id])
+            result["redis_kills"] = redis.kills
+            result["status"] = trial.crawl(crawl_id)
+            return result
+    finally:
+        redis.stop()
+
+
+def kill9_trial(root: Path, *, launcher: str, scale: int, rng: random.Random, crawls: int = 2,
+                pages: int = 40, delay: float = 0.15, timeout: float = 120) -> dict:
+    """A new user's set-up (SQLite and the embedded Redis in one data dir), `crawls` crawls
+    at `scale`, the daemon killed -9 at random times (the first within 3 s of the adds) and
+    restarted after a random downtime."""
+    with chaos_site(trees=crawls, pages=pages, delay=delay) as site, \
+            Trial(root, launcher=launcher, env={"ARCHIVER_MAX_CONCURRENT_CRAWLS": str(crawls)}) as trial:
+        data_dir = trial.add_data_dir()
+        trial.migrate()
+        trial.start_daemon(data_dir)
+        ids = [trial.add(data_dir, site.tree_url(k), "--scale", str(scale)) for k in range(crawls)]
+
+        def all_final() -> bool:
+            return all(status in FINAL for status in trial.statuses(ids).values())
+
+        kills = random_kills(trial, data_dir, rng, all_final)
+        trial.wait_final(ids, timeout)
+        result = trial.audit(site, ids)
+        result["daemon_kills"] = kills
+        return result
