@@ -456,6 +456,8 @@ class Trial:
             "ARCHIVER_DATA_DIR": str(path), "ARCHIVER_DATABASE_URL": self.database_url,
             "ARCHIVER_LAUNCHER": self.launcher, "ARCHIVER_POLL_INTERVAL": "0.2",
             "ARCHIVER_LEASE_SECONDS": "5", "ARCHIVER_INSTANCE_ID": f"chaos-{name}",
+            # The sites are on 127.0.0.1, which the crawl address policy refuses by default.
+            "ARCHIVER_CRAWL_ALLOW_NETWORKS": "127.0.0.0/8",
             "PYTHONUNBUFFERED": "1",
         })
         if self.redis:
