@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.urls import path
 from django.views.generic import RedirectView
 
+from crawls.api.app import api
+
 admin.site.site_header = "archiver"
 admin.site.site_title = "archiver"
 admin.site.index_title = "Crawls, orgs and webhooks"
@@ -9,4 +11,5 @@ admin.site.index_title = "Crawls, orgs and webhooks"
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("api/v1/", api.urls),
 ]
