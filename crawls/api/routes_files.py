@@ -107,7 +107,7 @@ def list_files(request, crawl_id: str):
     return [file_out(f) for f in crawl.files.order_by("created_at")]
 
 
-@router.get("/files/{file_id}", response={200: FileOut, **ERRORS}, summary="An archive file's metadata")
+@router.get("/files/{int:file_id}", response={200: FileOut, **ERRORS}, summary="An archive file's metadata")
 def get_file(request, file_id: int):
     need(request, "crawls.view_crawl")
     return file_out(visible_file(request, file_id))
@@ -123,7 +123,7 @@ DOWNLOAD_RESPONSES["416"] = {"description": "The Range names no byte of the file
                              "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
 
-@router.get("/files/{file_id}/download", response={**ERRORS},
+@router.get("/files/{int:file_id}/download", response={**ERRORS},
             summary="Download an archive file (Range requests answered with 206)",
             openapi_extra={"responses": DOWNLOAD_RESPONSES})
 def download(request, file_id: int):

@@ -39,7 +39,7 @@ def list_schedules(request):
     return [summary(s) for s in visible_schedules(request)]
 
 
-@router.get("/schedules/{schedule_id}", response={200: ScheduleOut, **ERRORS}, summary="One schedule")
+@router.get("/schedules/{int:schedule_id}", response={200: ScheduleOut, **ERRORS}, summary="One schedule")
 def get_schedule(request, schedule_id: int):
     need(request, "crawls.view_schedule")
     return summary(find_schedule(request, schedule_id))
@@ -83,7 +83,7 @@ def create_schedule(request):
                  "schedule": summary(schedule)}
 
 
-@router.post("/schedules/{schedule_id}/enable", response={200: ScheduleChanged, **ERRORS},
+@router.post("/schedules/{int:schedule_id}/enable", response={200: ScheduleChanged, **ERRORS},
              summary="Enable a schedule from its next slot")
 def enable(request, schedule_id: int):
     need(request, "crawls.change_schedule")
@@ -97,7 +97,7 @@ def enable(request, schedule_id: int):
             "schedule": summary(schedule)}
 
 
-@router.post("/schedules/{schedule_id}/disable", response={200: ScheduleChanged, **ERRORS},
+@router.post("/schedules/{int:schedule_id}/disable", response={200: ScheduleChanged, **ERRORS},
              summary="Disable a schedule")
 def disable(request, schedule_id: int):
     need(request, "crawls.change_schedule")

@@ -61,7 +61,7 @@ def add_webhook(request, body: WebhookIn):
     return 201, {"message": f"added webhook {hook.pk}", "webhook": webhook_summary(hook)}
 
 
-@router.delete("/webhooks/{webhook_id}", response={200: Message, **ERRORS},
+@router.delete("/webhooks/{int:webhook_id}", response={200: Message, **ERRORS},
                summary="Remove a webhook and its deliveries")
 def remove_webhook(request, webhook_id: int):
     need(request, "crawls.delete_webhook")
@@ -92,7 +92,7 @@ def list_deliveries(request, failed: bool = False, webhook: int | None = None,
             "next_cursor": pagination.encode(str(found[-1].pk)) if more else None}
 
 
-@router.post("/webhooks/deliveries/{delivery_id}/replay", response={200: Message, **ERRORS},
+@router.post("/webhooks/deliveries/{int:delivery_id}/replay", response={200: Message, **ERRORS},
              summary="Deliver a failed delivery again, from scratch")
 def replay(request, delivery_id: int):
     need(request, "crawls.change_webhookdelivery")
