@@ -10,12 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+from typing import Annotated
 
 from django.core.management import load_command_class
 from django.core.management.base import CommandError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Prefetch, Q
 from ninja import Query, Router
+from pydantic import Field
 
 from archiver import conf
 from archiver.errors import NotAllowed
@@ -24,6 +26,7 @@ from crawls.api import pagination
 from crawls.api.auth import caller, default_org_slug, need, visible_crawls, visible_orgs
 from crawls.api.deletion import delete_crawl
 from crawls.api.errors import ERRORS, ApiError, conflict, invalid, not_found
+from crawls.api.pagination import MAX_CURSOR
 from crawls.api.schemas import (
     ActionOut,
     CrawlOut,
@@ -41,8 +44,11 @@ from crawls.management.commands.add import check_tags
 from crawls.models import MAX_SCALE, Crawl, CrawlFile, CrawlStatus, IdempotencyKey, SnapshotStatus
 
 router = Router(tags=["crawls"])
+CrawlId = Annotated[str, Field(min_length=1, max_length=32, description="a crawl id or a unique prefix of it")]
 GROUPS = {"active": CrawlStatus.ACTIVE, "final": CrawlStatus.FINAL}
 MAX_KEY = 200
+# A URL must fit gunicorn's 4 KiB request line even with every character percent-encoded.
+MAX_REGEX_IN_URL = 500
 KEY_LIFETIME = dt.timedelta(days=1)
 
 
@@ -102,9 +108,9 @@ def tagged(crawls, tag: str):
 
 
 @router.get("/crawls", response={200: CrawlPage, **ERRORS}, summary="List crawls, newest first")
-def list_crawls(request, state: StateFilter | None = None, org: str | None = None,
-                tag: str | None = None, limit: int = Query(50, ge=1, le=200),
-                cursor: str | None = None):
+def list_crawls(request, state: StateFilter | None = None,
+                org: str | None = Query(None, max_length=50), tag: str | None = Query(None, max_length=100),
+                limit: int = Query(50, ge=1, le=200), cursor: str | None = Query(None, max_length=MAX_CURSOR)):
     """Filtered by state (a status, `active` or `final`), org slug and tag. Pages continue
     with `next_cursor` (keyset on creation time and id: as fast on page 1000 as on page 1)."""
     need(request, "crawls.view_crawl")
@@ -130,14 +136,14 @@ def list_crawls(request, state: StateFilter | None = None, org: str | None = Non
 
 
 @router.get("/crawls/{crawl_id}", response={200: CrawlOut, **ERRORS}, summary="One crawl, with live progress")
-def get_crawl(request, crawl_id: str):
+def get_crawl(request, crawl_id: CrawlId):
     need(request, "crawls.view_crawl")
     return crawl_out(find_crawl(request, crawl_id))
 
 
 @router.get("/crawls/{crawl_id}/pages", response={200: PagePage, **ERRORS}, summary="A crawl's pages")
-def list_pages(request, crawl_id: str, failed: bool = False, limit: int = Query(100, ge=1, le=1000),
-               cursor: str | None = None):
+def list_pages(request, crawl_id: CrawlId, failed: bool = False, limit: int = Query(100, ge=1, le=1000),
+               cursor: str | None = Query(None, max_length=MAX_CURSOR)):
     """In the order they were recorded; `failed=true` for only the pages the crawler gave up on."""
     need(request, "crawls.view_crawl")
     crawl = find_crawl(request, crawl_id)
@@ -162,7 +168,8 @@ def page_of(rows: list, limit: int) -> dict:
 
 
 @router.get("/crawls/{crawl_id}/logs", response={200: LogPage, **ERRORS}, summary="A crawl's log lines")
-def list_logs(request, crawl_id: str, limit: int = Query(100, ge=1, le=1000), cursor: str | None = None):
+def list_logs(request, crawl_id: CrawlId, limit: int = Query(100, ge=1, le=1000),
+              cursor: str | None = Query(None, max_length=MAX_CURSOR)):
     """Oldest first, `limit` at a time; follow `next_cursor` for more."""
     need(request, "crawls.view_crawl")
     crawl = find_crawl(request, crawl_id)
@@ -296,33 +303,33 @@ def action_route(action: str, summary: str):
 
 
 @action_route("pause", "Pause a crawl (a running one is paused by the runner)")
-def pause(request, crawl_id: str):
+def pause(request, crawl_id: CrawlId):
     return transition(request, crawl_id, "pause")
 
 
 @action_route("resume", "Resume a paused crawl, or withdraw a pause not carried out yet")
-def resume(request, crawl_id: str):
+def resume(request, crawl_id: CrawlId):
     return transition(request, crawl_id, "resume")
 
 
 @action_route("stop", "Stop a crawl gracefully, keeping its archive")
-def stop(request, crawl_id: str):
+def stop(request, crawl_id: CrawlId):
     return transition(request, crawl_id, "stop")
 
 
 @action_route("cancel", "Cancel a crawl, discarding partial files")
-def cancel(request, crawl_id: str):
+def cancel(request, crawl_id: CrawlId):
     return transition(request, crawl_id, "cancel")
 
 
 @action_route("retry", "Queue a failed or canceled crawl again, or only its failed pages")
-def retry(request, crawl_id: str, failed_pages: bool = False):
+def retry(request, crawl_id: CrawlId, failed_pages: bool = False):
     return transition(request, crawl_id, "retry", failed_pages=failed_pages)
 
 
 @router.post("/crawls/{crawl_id}/scale", response={200: ActionOut, **ERRORS},
              summary="Run this many crawler instances (1 to 8)")
-def scale(request, crawl_id: str, body: ScaleIn):
+def scale(request, crawl_id: CrawlId, body: ScaleIn):
     need(request, "crawls.change_crawl")
     crawl = find_crawl(request, crawl_id)
     before = crawl.scale
@@ -349,19 +356,19 @@ def change_exclusion(request, crawl_id: str, regex: str, *, remove: bool) -> dic
 
 @router.post("/crawls/{crawl_id}/exclusions", response={200: ActionOut, **ERRORS},
              summary="Exclude URLs matching a regex (sent live to running instances)")
-def add_exclusion(request, crawl_id: str, body: ExclusionIn):
+def add_exclusion(request, crawl_id: CrawlId, body: ExclusionIn):
     return change_exclusion(request, crawl_id, body.regex, remove=False)
 
 
 @router.delete("/crawls/{crawl_id}/exclusions", response={200: ActionOut, **ERRORS},
                summary="Remove an exclusion")
-def remove_exclusion(request, crawl_id: str, regex: str = Query(..., max_length=10_000)):
+def remove_exclusion(request, crawl_id: CrawlId, regex: str = Query(..., max_length=MAX_REGEX_IN_URL)):
     return change_exclusion(request, crawl_id, regex, remove=True)
 
 
 @router.delete("/crawls/{crawl_id}", response={200: Message, **ERRORS},
                summary="Delete a finished crawl, its files and its rows")
-def delete(request, crawl_id: str):
+def delete(request, crawl_id: CrawlId):
     need(request, "crawls.delete_crawl")
     crawl = find_crawl(request, crawl_id)
     if not crawl.is_final:

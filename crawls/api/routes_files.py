@@ -19,8 +19,8 @@ from archiver import conf
 from crawls import retention
 from crawls.api.auth import need, scope_org_id
 from crawls.api.errors import ERRORS, ApiError, not_found
-from crawls.api.routes_crawls import file_out, find_crawl
-from crawls.api.schemas import FileOut
+from crawls.api.routes_crawls import CrawlId, file_out, find_crawl
+from crawls.api.schemas import FileOut, RowId
 from crawls.models import CrawlFile
 
 router = Router(tags=["files"])
@@ -88,7 +88,7 @@ def read_span(fd: int, start: int, length: int) -> Iterator[bytes]:
             yield chunk
 
 
-def visible_file(request, file_id: int) -> CrawlFile:
+def visible_file(request, file_id: RowId) -> CrawlFile:
     files = CrawlFile.objects.select_related("crawl")
     org_id = scope_org_id(request)
     if org_id is not None:
@@ -101,14 +101,14 @@ def visible_file(request, file_id: int) -> CrawlFile:
 
 @router.get("/crawls/{crawl_id}/files", response={200: list[FileOut], **ERRORS}, tags=["crawls"],
             summary="A crawl's archive files")
-def list_files(request, crawl_id: str):
+def list_files(request, crawl_id: CrawlId):
     need(request, "crawls.view_crawl")
     crawl = find_crawl(request, crawl_id)
     return [file_out(f) for f in crawl.files.order_by("created_at")]
 
 
 @router.get("/files/{int:file_id}", response={200: FileOut, **ERRORS}, summary="An archive file's metadata")
-def get_file(request, file_id: int):
+def get_file(request, file_id: RowId):
     need(request, "crawls.view_crawl")
     return file_out(visible_file(request, file_id))
 
@@ -126,7 +126,7 @@ DOWNLOAD_RESPONSES["416"] = {"description": "The Range names no byte of the file
 @router.get("/files/{int:file_id}/download", response={**ERRORS},
             summary="Download an archive file (Range requests answered with 206)",
             openapi_extra={"responses": DOWNLOAD_RESPONSES})
-def download(request, file_id: int):
+def download(request, file_id: RowId):
     need(request, "crawls.view_crawl")
     crawl_file = visible_file(request, file_id)
     fd = open_archive(crawl_file)

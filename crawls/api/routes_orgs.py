@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from argparse import ArgumentTypeError
+from typing import Annotated
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from ninja import Router
+from pydantic import Field
 
 from crawls.api.auth import need, scope_org_id, visible_orgs
 from crawls.api.errors import ERRORS, invalid, not_found
@@ -16,6 +18,7 @@ from crawls.management.commands.org import FIELD_FOR_OPTION, QUOTAS, org_summary
 from crawls.models import Org
 
 router = Router(tags=["orgs"])
+Slug = Annotated[str, Field(min_length=1, max_length=50)]
 
 
 def summaries(request, slug: str | None = None) -> list[dict]:
@@ -31,7 +34,7 @@ def list_orgs(request):
 
 
 @router.get("/orgs/{slug}", response={200: OrgOut, **ERRORS}, summary="One org with quotas and usage")
-def get_org(request, slug: str):
+def get_org(request, slug: Slug):
     need(request, "crawls.view_org")
     found = summaries(request, slug)
     if not found:
@@ -57,7 +60,7 @@ def quota_changes(body: OrgIn) -> dict:
 
 @router.put("/orgs/{slug}", response={200: OrgChanged, 201: OrgChanged, **ERRORS},
             summary="Create an org, or change only the fields given (`archiver org set`)")
-def set_org(request, slug: str, body: OrgIn):
+def set_org(request, slug: Slug, body: OrgIn):
     try:
         validate_slug(slug)
     except ValidationError:

@@ -10,7 +10,7 @@ from crawls import schedules, wake
 from crawls.api.auth import default_org_slug, need, scope_org_id, visible_orgs
 from crawls.api.errors import ERRORS, invalid, not_found
 from crawls.api.routes_crawls import read_json_object
-from crawls.api.schemas import ScheduleChanged, ScheduleOut
+from crawls.api.schemas import RowId, ScheduleChanged, ScheduleOut
 from crawls.config import CrawlConfig
 from crawls.lease import db_now
 from crawls.management.commands.add import check_tags
@@ -26,7 +26,7 @@ def visible_schedules(request):
     return rows if org_id is None else rows.filter(org_id=org_id)
 
 
-def find_schedule(request, schedule_id: int) -> Schedule:
+def find_schedule(request, schedule_id: RowId) -> Schedule:
     schedule = visible_schedules(request).filter(pk=schedule_id).first()
     if schedule is None:
         raise not_found(f"no schedule {schedule_id}")
@@ -40,7 +40,7 @@ def list_schedules(request):
 
 
 @router.get("/schedules/{int:schedule_id}", response={200: ScheduleOut, **ERRORS}, summary="One schedule")
-def get_schedule(request, schedule_id: int):
+def get_schedule(request, schedule_id: RowId):
     need(request, "crawls.view_schedule")
     return summary(find_schedule(request, schedule_id))
 
@@ -85,7 +85,7 @@ def create_schedule(request):
 
 @router.post("/schedules/{int:schedule_id}/enable", response={200: ScheduleChanged, **ERRORS},
              summary="Enable a schedule from its next slot")
-def enable(request, schedule_id: int):
+def enable(request, schedule_id: RowId):
     need(request, "crawls.change_schedule")
     schedule = find_schedule(request, schedule_id)
     try:
@@ -99,7 +99,7 @@ def enable(request, schedule_id: int):
 
 @router.post("/schedules/{int:schedule_id}/disable", response={200: ScheduleChanged, **ERRORS},
              summary="Disable a schedule")
-def disable(request, schedule_id: int):
+def disable(request, schedule_id: RowId):
     need(request, "crawls.change_schedule")
     schedule = find_schedule(request, schedule_id)
     schedules.disable(schedule)

@@ -14,7 +14,7 @@ from crawls import wake
 from crawls.api import pagination
 from crawls.api.auth import need, scope_org_id, visible_orgs
 from crawls.api.errors import ERRORS, invalid, not_found
-from crawls.api.schemas import DeliveryPage, Message, WebhookChanged, WebhookIn, WebhookOut
+from crawls.api.schemas import DeliveryPage, Message, RowId, WebhookChanged, WebhookIn, WebhookOut
 from crawls.lease import db_now
 from crawls.management.commands.webhook import check, delivery_summary, webhook_summary
 from crawls.models import DeliveryStatus, Webhook, WebhookDelivery
@@ -63,7 +63,7 @@ def add_webhook(request, body: WebhookIn):
 
 @router.delete("/webhooks/{int:webhook_id}", response={200: Message, **ERRORS},
                summary="Remove a webhook and its deliveries")
-def remove_webhook(request, webhook_id: int):
+def remove_webhook(request, webhook_id: RowId):
     need(request, "crawls.delete_webhook")
     deleted, _ = visible_webhooks(request).filter(pk=webhook_id).delete()
     if not deleted:
@@ -73,8 +73,9 @@ def remove_webhook(request, webhook_id: int):
 
 @router.get("/webhooks/deliveries", response={200: DeliveryPage, **ERRORS},
             summary="Deliveries, newest first, with counts per status")
-def list_deliveries(request, failed: bool = False, webhook: int | None = None,
-                    limit: int = Query(50, ge=1, le=500), cursor: str | None = None):
+def list_deliveries(request, failed: bool = False, webhook: RowId | None = None,
+                    limit: int = Query(50, ge=1, le=500),
+                    cursor: str | None = Query(None, max_length=pagination.MAX_CURSOR)):
     need(request, "crawls.view_webhookdelivery")
     rows = visible_deliveries(request).order_by("-id")
     if failed:
@@ -94,7 +95,7 @@ def list_deliveries(request, failed: bool = False, webhook: int | None = None,
 
 @router.post("/webhooks/deliveries/{int:delivery_id}/replay", response={200: Message, **ERRORS},
              summary="Deliver a failed delivery again, from scratch")
-def replay(request, delivery_id: int):
+def replay(request, delivery_id: RowId):
     need(request, "crawls.change_webhookdelivery")
     delivery = visible_deliveries(request).filter(pk=delivery_id).first()
     if delivery is None:

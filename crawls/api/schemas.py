@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Schema
 from pydantic import Field
@@ -11,6 +11,9 @@ from pydantic import Field
 from crawls.models import CrawlStatus
 
 StateFilter = Literal[tuple([*CrawlStatus.values, "active", "final"])]
+# A row id: bounded so that no number reaches the database that it cannot store (SQLite and
+# PostgreSQL integers are 64-bit; a larger one would be a 500, not a 404).
+RowId = Annotated[int, Field(ge=1, le=2**63 - 1)]
 
 
 class Message(Schema):
