@@ -52,4 +52,11 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(condition=models.Q(('token__isnull', False)), fields=('token', 'key'), name='idempotency_per_token'), models.UniqueConstraint(condition=models.Q(('token__isnull', True)), fields=('user', 'key'), name='idempotency_per_session_user')],
             },
         ),
+        # The API lists crawls newest first with a keyset cursor on (created_at, id): this
+        # index keeps a page as fast at 100k crawls as at 1k. Plain SQL, so Crawl's model
+        # state is unchanged (the lead may move it to Crawl.Meta.indexes at merge).
+        migrations.RunSQL(
+            "CREATE INDEX crawl_created_id ON crawls_crawl (created_at, id)",
+            reverse_sql="DROP INDEX crawl_created_id",
+        ),
     ]
