@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import logging
 import os
 import random
 import shutil
@@ -49,6 +50,7 @@ def setup_django(data_dir: Path) -> None:
     import django
 
     django.setup()
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
 
 
 def grow(to: int) -> None:

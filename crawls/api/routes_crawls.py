@@ -85,6 +85,9 @@ def crawl_out(crawl: Crawl) -> dict:
 def find_crawl(request, crawl_id: str) -> Crawl:
     """A crawl the caller may see, by id or unique prefix (as the CLI takes it)."""
     crawls = visible_crawls(request)
+    # A whole id is found through the primary key; by_prefix's LIKE scans the table on SQLite.
+    if len(crawl_id) == 32 and (crawl := crawls.filter(pk=crawl_id.lower()).first()):
+        return crawl
     try:
         return crawls.by_prefix(crawl_id)
     except NotAllowed as exc:

@@ -161,3 +161,26 @@ def test_the_token_command_prints_the_secret_once_lists_and_revokes(api_server, 
     assert again.returncode == 1 and f"token {token.prefix} is already revoked" in again.stderr
     unknown = api_server.manage("token", "create", "--user", "nobody", "x", check=False)
     assert unknown.returncode == 1 and "no user 'nobody'" in unknown.stderr
+
+
+def test_a_token_added_in_the_admin_shows_its_secret_once_and_works(api_server, api_db, make_user):
+    make_user("root", superuser=True, password="pw-for-tests-only")
+    with httpx.Client(base_url=api_server.url, follow_redirects=True) as browser:
+        login = browser.get("/admin/login/")
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login.text).group(1)
+        browser.post("/admin/login/", data={"username": "root", "password": "pw-for-tests-only",
+                                            "csrfmiddlewaretoken": csrf, "next": "/admin/"})
+        form = browser.get("/admin/crawls/apitoken/add/")
+        assert form.status_code == 200
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
+        user_id = ApiToken._meta.get_field("user").related_model.objects.get(username="root").pk
+        saved = browser.post("/admin/crawls/apitoken/add/", data={
+            "csrfmiddlewaretoken": csrf, "user": user_id, "name": "from-admin", "rate_limit": 600})
+        assert saved.status_code == 200
+        secrets = re.findall(r"arch_[0-9a-f]{8}_[A-Za-z0-9_-]+", saved.text)
+        assert len(secrets) == 1
+        token = ApiToken.objects.get()
+        assert token.name == "from-admin" and secrets[0] not in token.secret_hash
+        assert secrets[0] not in browser.get(f"/admin/crawls/apitoken/{token.pk}/change/").text
+    with api_server.client(secrets[0]) as http:
+        assert http.get("/api/v1/crawls").status_code == 200

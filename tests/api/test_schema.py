@@ -110,6 +110,7 @@ def population(make_crawl, make_org, make_user, make_token, api_server):
     ]
 
 
+@pytest.mark.slow
 def test_fuzzing_finds_no_5xx_no_schema_violation_and_no_refused_write(api_server, population):
     schema = schemathesis.openapi.from_url(f"{api_server.url}/api/v1/openapi.json")
     started, runs, queries = time.monotonic(), 0, row_queries()
