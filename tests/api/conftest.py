@@ -27,6 +27,7 @@ from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBHOOK_DOMAIN = "hooks.example.invalid"  # the only domain a webhook may name: nothing resolves
+RECEIVER = "127.0.0.1:9"  # a plain-http webhook receiver the SSRF rules allow (nothing listens)
 
 
 @dataclass
@@ -55,7 +56,8 @@ class Server:
 
 def server_env(data_dir: Path, **extra: str) -> dict:
     env = {**os.environ, "ARCHIVER_DATA_DIR": str(data_dir), "ARCHIVER_SECRET_KEY": "api-tests-only",
-           "ARCHIVER_WEBHOOK_ALLOW_DOMAINS": WEBHOOK_DOMAIN, "PYTHONUNBUFFERED": "1", **extra}
+           "ARCHIVER_WEBHOOK_ALLOW_DOMAINS": WEBHOOK_DOMAIN, "ARCHIVER_WEBHOOK_ALLOW_HOSTS": RECEIVER,
+           "PYTHONUNBUFFERED": "1", **extra}
     for name in ("ARCHIVER_REDIS_URL", "ARCHIVER_DATABASE_URL", "DJANGO_SETTINGS_MODULE"):
         env.pop(name, None)
     return env

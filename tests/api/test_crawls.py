@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import socket
 import subprocess
 import sys
 
@@ -61,6 +62,19 @@ def test_invalid_tags_or_body_are_refused(api_db, client, body, message):
     assert response.status_code == 422
     assert response.json() == {"code": "invalid", "message": message}
     assert not Crawl.objects.exists()
+
+
+def test_creating_a_crawl_wakes_the_runner(api_server, api_db, client):
+    path = api_server.data_dir / "run" / "wake.sock"
+    path.parent.mkdir(exist_ok=True)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as runner:
+        runner.bind(str(path))
+        runner.settimeout(10)
+        try:
+            assert client.post("/api/v1/crawls", json={"seeds": ["https://example.com/"]}).status_code == 201
+            assert runner.recv(16) == b"!"
+        finally:
+            path.unlink()
 
 
 def test_an_unknown_org_is_not_found_with_the_clis_sentence(api_db, client):

@@ -12,7 +12,7 @@ from crawls.models import (
     WebhookDelivery,
     month_start,
 )
-from tests.api.conftest import WEBHOOK_DOMAIN
+from tests.api.conftest import RECEIVER, WEBHOOK_DOMAIN
 
 
 def test_orgs_list_with_quotas_and_usage(api_db, client, make_org, make_crawl):
@@ -104,3 +104,21 @@ def test_a_failed_delivery_is_replayed_and_a_pending_one_is_refused(api_db, clie
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts) == (DeliveryStatus.PENDING, 0)
     assert CrawlEvent.objects.count() == 1
+
+
+def test_a_webhook_is_added_for_an_org_and_a_scoped_token_sees_only_its_orgs(api_server, api_db, client,
+                                                                            make_org, make_token):
+    make_org("acme")
+    added = client.post("/api/v1/webhooks", json={"url": f"http://{RECEIVER}/hook?key=k", "secret": "s3cret",
+                                                  "events": ["crawl.completed"], "org": "acme"})
+    assert added.status_code == 201, added.text
+    hook = Webhook.objects.get()
+    assert added.json()["message"] == f"added webhook {hook.pk}"
+    assert (hook.org.slug, hook.events, hook.secret) == ("acme", ["crawl.completed"], "s3cret")
+    assert "s3cret" not in added.text
+    Webhook.objects.create(url=f"http://{RECEIVER}/all", secret="x")  # every org's events
+    with api_server.client(make_token(org="acme")) as scoped:
+        assert [w["id"] for w in scoped.get("/api/v1/webhooks").json()] == [hook.pk]
+        own = scoped.post("/api/v1/webhooks", json={"url": f"http://{RECEIVER}/mine", "secret": "s"})
+        assert own.status_code == 201 and own.json()["webhook"]["org"] == "acme"
+    assert Webhook.objects.filter(org__isnull=True).count() == 1
