@@ -41,11 +41,11 @@ from crawls.api.schemas import (
 from crawls.config import CrawlConfig
 from crawls.lease import db_now
 from crawls.management.commands.add import check_tags
-from crawls.models import MAX_SCALE, Crawl, CrawlFile, CrawlStatus, IdempotencyKey, SnapshotStatus
+from crawls.management.commands.status import GROUPS
+from crawls.models import MAX_SCALE, Crawl, CrawlFile, IdempotencyKey, SnapshotStatus
 
 router = Router(tags=["crawls"])
 CrawlId = Annotated[str, Field(min_length=1, max_length=32, description="a crawl id or a unique prefix of it")]
-GROUPS = {"active": CrawlStatus.ACTIVE, "final": CrawlStatus.FINAL}
 MAX_KEY = 200
 # A URL must fit gunicorn's 4 KiB request line even with every character percent-encoded.
 MAX_REGEX_IN_URL = 500
@@ -129,7 +129,9 @@ def list_crawls(request, state: StateFilter | None = None,
         try:
             created_at = dt.datetime.fromisoformat(created)
         except ValueError:
-            raise invalid(f"cursor {cursor[:40]!r} is not one this API gave out") from None
+            created_at = None
+        if created_at is None or created_at.tzinfo is None:
+            raise invalid(f"cursor {cursor[:40]!r} is not one this API gave out")
         crawls = crawls.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=crawl_id))
     rows = list(with_files(crawls)[:limit + 1])
     more = len(rows) > limit

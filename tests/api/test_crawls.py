@@ -140,6 +140,18 @@ def test_a_crawl_reads_with_its_live_progress_and_files(api_db, client, make_cra
     assert client.get("/api/v1/crawls/zz").status_code == 404
 
 
+def test_an_ambiguous_id_prefix_is_422_with_the_clis_sentence(api_db, client, make_crawl):
+    from crawls.models import Org
+
+    for suffix in ("1", "2"):
+        Crawl.objects.create(id="abcd" + suffix * 28, org=Org.objects.get(slug="default"),
+                             seeds=["https://example.com/"], config={"seeds": ["https://example.com/"]})
+    response = client.get("/api/v1/crawls/abcd")
+    assert response.status_code == 422
+    assert response.json()["message"] == "crawl id 'abcd' is ambiguous: give more characters"
+    assert client.get("/api/v1/crawls/abcd1").json()["id"] == "abcd" + "1" * 28
+
+
 @pytest.mark.parametrize(("action", "before", "after", "message"), [
     ("pause", S.QUEUED, (S.PAUSED, ""), "paused {short}"),
     ("pause", S.RUNNING, (S.RUNNING, "pause"), "pause requested; the runner will pause {short}"),
