@@ -64,7 +64,10 @@ def first_line(exc: ValidationError) -> str:
     if not exc.errors:
         return "invalid request"
     error = exc.errors[0]
-    where = ".".join(str(part) for part in error.get("loc", ()))
+    # ninja's location starts with where the value came from and our parameter's name
+    # (`body.body.scale`); the field alone is what a client sent.
+    parts = [str(part) for part in error.get("loc", ()) if part not in ("body", "query", "path")]
+    where = ".".join(parts) or "request body"
     message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
     return f"{where}: {message}" if where else message
 

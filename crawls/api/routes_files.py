@@ -144,7 +144,8 @@ def download(request, file_id: RowId):
                                      content_type=content_type(crawl_file.path))
     response["Content-Length"] = str(end - start + 1)
     response["Accept-Ranges"] = "bytes"
-    response["Content-Disposition"] = f'attachment; filename="{os.path.basename(crawl_file.path)}"'
+    name = "".join(c for c in os.path.basename(crawl_file.path) if c.isprintable() and c not in '"\\')
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
     if span:
         response["Content-Range"] = f"bytes {start}-{end}/{size}"
     return response

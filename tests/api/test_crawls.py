@@ -104,6 +104,8 @@ def test_the_list_filters_by_state_org_and_tag(api_db, client, make_crawl, make_
     assert ids(tag="daily", state="final") == [done.id]
     assert ids(tag="new") == []
     assert client.get("/api/v1/crawls", params={"state": "sleeping"}).status_code == 422
+    assert client.get("/api/v1/crawls", params={"limit": 0}).json() == {
+        "code": "invalid", "message": "limit: Input should be greater than or equal to 1"}
 
 
 def test_cursor_pages_walk_every_crawl_once_newest_first_even_with_equal_times(api_db, client, make_crawl):
