@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from django.utils import timezone
 from ninja.security import HttpBearer, SessionAuth
 
 from crawls.api.errors import ApiError, rate_limited
+from crawls.lease import db_now
 from crawls.models import ApiToken, Crawl, Org
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -40,7 +40,7 @@ class TokenAuth(HttpBearer):
         found = find_token(token)
         if found is None:
             return None
-        wait = found.count_request(timezone.now())
+        wait = found.count_request(db_now())  # the clock every gunicorn worker and host shares
         if wait is not None:
             raise rate_limited(f"token {found.prefix} made its {found.rate_limit} requests of this "
                                f"minute; retry in {wait:.0f} s", wait)
