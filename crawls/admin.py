@@ -356,3 +356,32 @@ class ScheduleAdmin(admin.ModelAdmin):
 
 
 from crawls import admin_webhooks  # noqa: E402, F401  registers Webhook and WebhookDelivery
+from crawls.models import ApiToken  # noqa: E402  (appended: the API's tokens)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """API tokens: the secret is shown once, in the message after adding; revoke is an action."""
+
+    list_display = ("prefix", "name", "user", "org", "read_only", "rate_limit", "last_used_at", "revoked_at")
+    list_filter = ("read_only", "org")
+    list_select_related = ("user", "org")
+    actions = ["revoke_tokens"]
+
+    def get_fields(self, request, obj=None):
+        editable = ["user", "name", "org", "read_only", "rate_limit"]
+        return editable if obj is None else [*editable, "prefix", "created_at", "last_used_at", "revoked_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else ("user", "prefix", "created_at", "last_used_at", "revoked_at")
+
+    def save_model(self, request, obj, form, change):
+        secret = None if change else obj.new_secret()
+        super().save_model(request, obj, form, change)
+        if secret:
+            messages.warning(request, f"Token {obj.prefix}: {secret} (copy it now; it is not shown again)")
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke_tokens(self, request, queryset):
+        revoked = queryset.filter(revoked_at__isnull=True).update(revoked_at=db_now())
+        messages.info(request, f"revoked {revoked} token(s)")

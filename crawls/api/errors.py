@@ -1,0 +1,112 @@
+"""The API's errors: JSON `{"code": ..., "message": ...}` with the status HTTP means by it.
+
+The message is the sentence the CLI prints for the same refusal (the model's NotAllowed
+reason, CrawlConfig's one line...), so a person reading either sees the same words.
+"""
+
+from __future__ import annotations
+
+import math
+
+from django.http import Http404
+from ninja import NinjaAPI, Schema
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from archiver.errors import ArchiverError, NotAllowed
+
+CODE_FOR_STATUS = {
+    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+    405: "method_not_allowed", 409: "not_allowed", 416: "range_not_satisfiable",
+    422: "invalid", 429: "rate_limited",
+}
+
+
+class Error(Schema):
+    code: str
+    message: str
+
+
+# Every operation documents these, so a client (and schemathesis) knows each can happen.
+ERRORS = {status: Error for status in (400, 401, 403, 404, 409, 422, 429)}
+
+
+class ApiError(Exception):
+    """A refusal with its HTTP status; `code` defaults to the status's usual name."""
+
+    def __init__(self, status: int, message: str, code: str | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code or CODE_FOR_STATUS[status]
+        self.message = message
+        self.headers = headers or {}
+
+
+def not_found(message: str) -> ApiError:
+    return ApiError(404, message)
+
+
+def conflict(message: str) -> ApiError:
+    """An action the crawl's (or delivery's) state forbids: the model's reason."""
+    return ApiError(409, message)
+
+
+def invalid(message: str) -> ApiError:
+    return ApiError(422, message)
+
+
+def rate_limited(message: str, wait_seconds: float) -> ApiError:
+    return ApiError(429, message, headers={"Retry-After": str(math.ceil(wait_seconds))})
+
+
+def first_line(exc: ValidationError) -> str:
+    """ninja's validation errors as one readable line: `query.limit: Input should be ...`."""
+    if not exc.errors:
+        return "invalid request"
+    error = exc.errors[0]
+    # ninja's location starts with where the value came from and our parameter's name
+    # (`body.body.scale`); the field alone is what a client sent.
+    parts = [str(part) for part in error.get("loc", ()) if part not in ("body", "query", "path")]
+    where = ".".join(parts) or "request body"
+    message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
+
+
+def install_handlers(api: NinjaAPI) -> None:
+    def respond(request, status: int, code: str, message: str, headers=None):
+        response = api.create_response(request, {"code": code, "message": message}, status=status)
+        for name, value in (headers or {}).items():
+            response[name] = value
+        return response
+
+    @api.exception_handler(ApiError)
+    def api_error(request, exc: ApiError):
+        return respond(request, exc.status, exc.code, exc.message, exc.headers)
+
+    @api.exception_handler(NotAllowed)
+    def not_allowed(request, exc: NotAllowed):
+        return respond(request, 409, "not_allowed", str(exc))
+
+    @api.exception_handler(ArchiverError)
+    def archiver_error(request, exc: ArchiverError):
+        # ConfigError, InvalidWebhook...: input the models refuse.
+        return respond(request, 422, "invalid", str(exc))
+
+    @api.exception_handler(ValidationError)
+    def validation_error(request, exc: ValidationError):
+        return respond(request, 422, "invalid", first_line(exc))
+
+    @api.exception_handler(AuthenticationError)
+    def unauthenticated(request, exc: AuthenticationError):
+        return respond(request, 401, "unauthorized",
+                       "send Authorization: Bearer <token> with a valid, unrevoked token "
+                       "(archiver token create), or log in to the admin as staff")
+
+    @api.exception_handler(HttpError)
+    def http_error(request, exc: HttpError):
+        status = exc.status_code
+        return respond(request, status, CODE_FOR_STATUS.get(status, "error"), str(exc))
+
+    @api.exception_handler(Http404)
+    def missing(request, exc: Http404):
+        return respond(request, 404, "not_found", str(exc) or "not found")

@@ -1,0 +1,385 @@
+"""/crawls: create, list, read, act on and delete crawls; their pages and logs.
+
+Every action goes through the same code as its CLI command: the command's own `act()`
+calls the model method and its `outcome()` words what happened, so the API and the CLI
+can neither take different paths into the state machine nor say different things.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from typing import Annotated
+
+from django.core.management import load_command_class
+from django.core.management.base import CommandError
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Prefetch, Q
+from ninja import Query, Router
+from pydantic import Field
+
+from archiver import conf
+from archiver.errors import NotAllowed
+from crawls import wake
+from crawls.api import pagination
+from crawls.api.auth import caller, default_org_slug, need, visible_crawls, visible_orgs
+from crawls.api.deletion import delete_crawl
+from crawls.api.errors import ERRORS, ApiError, conflict, invalid, not_found
+from crawls.api.pagination import MAX_CURSOR
+from crawls.api.schemas import (
+    ActionOut,
+    CrawlOut,
+    CrawlPage,
+    ExclusionIn,
+    LogPage,
+    Message,
+    PagePage,
+    ScaleIn,
+    StateFilter,
+)
+from crawls.config import CrawlConfig
+from crawls.lease import db_now
+from crawls.management.commands.add import check_tags
+from crawls.management.commands.status import GROUPS
+from crawls.models import MAX_SCALE, Crawl, CrawlFile, IdempotencyKey, SnapshotStatus
+
+router = Router(tags=["crawls"])
+CrawlId = Annotated[str, Field(min_length=1, max_length=32, description="a crawl id or a unique prefix of it")]
+MAX_KEY = 200
+# A URL must fit gunicorn's 4 KiB request line even with every character percent-encoded.
+MAX_REGEX_IN_URL = 500
+KEY_LIFETIME = dt.timedelta(days=1)
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def file_out(crawl_file: CrawlFile) -> dict:
+    return {
+        "id": crawl_file.pk, "crawl": crawl_file.crawl_id, "path": crawl_file.path,
+        "size": crawl_file.size, "sha256": crawl_file.sha256, "created_at": crawl_file.created_at,
+        "download_url": f"/api/v1/files/{crawl_file.pk}/download",
+    }
+
+
+def crawl_out(crawl: Crawl) -> dict:
+    """The crawl's summary (as `status --json` prints it) plus what a live view needs."""
+    files = list(crawl.files.all())
+    return {
+        **crawl.summary(),
+        "intent": crawl.intent or None,
+        "config": crawl.config,
+        "config_override": crawl.config_override,
+        "limits": {
+            "page_limit": crawl.effective_page_limit(),
+            "size_limit": crawl.config.get("size_limit"),
+            "time_limit": crawl.config.get("time_limit"),
+        },
+        "files": [file_out(f) for f in files],
+        "updated_at": crawl.updated_at,
+        "progress_at": crawl.progress_at,
+    }
+
+
+def find_crawl(request, crawl_id: str) -> Crawl:
+    """A crawl the caller may see, by id or unique prefix (as the CLI takes it)."""
+    crawls = visible_crawls(request)
+    # A whole id is found through the primary key; by_prefix's LIKE scans the table on SQLite.
+    if len(crawl_id) == 32 and (crawl := crawls.filter(pk=crawl_id.lower()).first()):
+        return crawl
+    try:
+        return crawls.by_prefix(crawl_id)
+    except NotAllowed as exc:
+        prefix = crawl_id.strip().lower()
+        ambiguous = prefix and crawls.filter(id__startswith=prefix)[:2].count() > 1
+        raise ApiError(422 if ambiguous else 404, str(exc)) from None
+
+
+def with_files(crawls):
+    return crawls.prefetch_related(Prefetch("files", queryset=CrawlFile.objects.order_by("created_at")))
+
+
+def tagged(crawls, tag: str):
+    """Crawls whose tags include `tag` exactly (JSON containment differs per database)."""
+    if connection.vendor == "postgresql":
+        return crawls.filter(tags__contains=[tag])
+    return crawls.extra(  # noqa: S610 - a constant clause; the tag is a parameter
+        where=["EXISTS (SELECT 1 FROM json_each(crawls_crawl.tags) WHERE json_each.value = %s)"],
+        params=[tag],
+    )
+
+
+@router.get("/crawls", response={200: CrawlPage, **ERRORS}, summary="List crawls, newest first")
+def list_crawls(request, state: StateFilter | None = None,
+                org: str | None = Query(None, max_length=50), tag: str | None = Query(None, max_length=100),
+                limit: int = Query(50, ge=1, le=200), cursor: str | None = Query(None, max_length=MAX_CURSOR)):
+    """Filtered by state (a status, `active` or `final`), org slug and tag. Pages continue
+    with `next_cursor` (keyset on creation time and id: as fast on page 1000 as on page 1)."""
+    need(request, "crawls.view_crawl")
+    crawls = visible_crawls(request).order_by("-created_at", "-id")
+    if state:
+        crawls = crawls.filter(status__in=GROUPS.get(state, [state]))
+    if org:
+        crawls = crawls.filter(org__slug=org)
+    if tag:
+        crawls = tagged(crawls, tag)
+    if cursor:
+        created, crawl_id = pagination.decode(cursor, 2)
+        try:
+            created_at = dt.datetime.fromisoformat(created)
+        except ValueError:
+            created_at = None
+        if created_at is None or created_at.tzinfo is None:
+            raise invalid(f"cursor {cursor[:40]!r} is not one this API gave out")
+        crawls = crawls.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=crawl_id))
+    rows = list(with_files(crawls)[:limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    next_cursor = pagination.encode(rows[-1].created_at.isoformat(), rows[-1].id) if more else None
+    return {"items": [crawl_out(c) for c in rows], "next_cursor": next_cursor}
+
+
+@router.get("/crawls/{crawl_id}", response={200: CrawlOut, **ERRORS}, summary="One crawl, with live progress")
+def get_crawl(request, crawl_id: CrawlId):
+    need(request, "crawls.view_crawl")
+    return crawl_out(find_crawl(request, crawl_id))
+
+
+@router.get("/crawls/{crawl_id}/pages", response={200: PagePage, **ERRORS}, summary="A crawl's pages")
+def list_pages(request, crawl_id: CrawlId, failed: bool = False, limit: int = Query(100, ge=1, le=1000),
+               cursor: str | None = Query(None, max_length=MAX_CURSOR)):
+    """In the order they were recorded; `failed=true` for only the pages the crawler gave up on."""
+    need(request, "crawls.view_crawl")
+    crawl = find_crawl(request, crawl_id)
+    pages = crawl.snapshots.order_by("id")
+    if failed:
+        pages = pages.filter(status=SnapshotStatus.FAILED)
+    after = pagination.int_cursor(cursor)
+    if after is not None:
+        pages = pages.filter(id__gt=after)
+    rows = list(pages.values(*PAGE_FIELDS)[:limit + 1])
+    return page_of(rows, limit)
+
+
+PAGE_FIELDS = ("id", "url", "depth", "seed", "status", "http_status", "title", "mime",
+               "captured_at", "filename", "error")
+
+
+def page_of(rows: list, limit: int) -> dict:
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {"items": rows, "next_cursor": pagination.encode(str(rows[-1]["id"])) if more else None}
+
+
+@router.get("/crawls/{crawl_id}/logs", response={200: LogPage, **ERRORS}, summary="A crawl's log lines")
+def list_logs(request, crawl_id: CrawlId, limit: int = Query(100, ge=1, le=1000),
+              cursor: str | None = Query(None, max_length=MAX_CURSOR)):
+    """Oldest first, `limit` at a time; follow `next_cursor` for more."""
+    need(request, "crawls.view_crawl")
+    crawl = find_crawl(request, crawl_id)
+    logs = crawl.logs.order_by("id")
+    after = pagination.int_cursor(cursor)
+    if after is not None:
+        logs = logs.filter(id__gt=after)
+    rows = list(logs.values("id", "created_at", "level", "source", "message", "details")[:limit + 1])
+    return page_of(rows, limit)
+
+
+# --- creating --------------------------------------------------------------------------------
+
+
+def create_body_schema() -> dict:
+    """CrawlConfig's own JSON schema plus `org` and `tags`: the documented request body."""
+    schema = CrawlConfig.model_json_schema()
+    schema["properties"]["org"] = {"type": "string", "description": "owning org's slug (default: `default`,"
+                                   " or the token's org)"}
+    schema["properties"]["tags"] = {"type": "array", "items": {"type": "string", "minLength": 1,
+                                                                "maxLength": 100}}
+    schema["additionalProperties"] = False
+    schema.pop("title", None)
+    return schema
+
+
+def read_json_object(request) -> dict:
+    try:
+        values = json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        raise invalid("the request body is not JSON") from None
+    if not isinstance(values, dict):
+        raise invalid("the request body must be a JSON object")
+    return values
+
+
+def new_crawl(request, values: dict) -> Crawl:
+    """Validate as `archiver add` does (CrawlConfig.parse, the org, the tags) and queue it."""
+    values = dict(values)
+    slug = values.pop("org", None) or default_org_slug(request)
+    tags = values.pop("tags", [])
+    if not isinstance(slug, str) or not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise invalid("org must be a string and tags a list of strings")
+    config = CrawlConfig.parse(**values)  # ConfigError → 422 with its one line
+    org = visible_orgs(request).filter(slug=slug).first()
+    if org is None:
+        raise not_found(f"no org {slug!r} (create it with: archiver org set {slug})")
+    try:
+        tags = check_tags(tags)
+    except CommandError as exc:
+        raise invalid(str(exc)) from None
+    return Crawl.create(org, config, tags=tags, now=db_now())
+
+
+IDEMPOTENCY_HEADER = {
+    "in": "header", "name": "Idempotency-Key", "required": False,
+    "description": "Retrying with the same key and body returns the first response and queues "
+                   "nothing new; the same key with another body is refused (422).",
+    "schema": {"type": "string", "maxLength": MAX_KEY},
+}
+
+
+@router.post(
+    "/crawls", response={201: CrawlOut, **ERRORS}, summary="Queue a crawl",
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/json": {"schema": create_body_schema()}}},
+        "parameters": [IDEMPOTENCY_HEADER],
+    },
+)
+def create_crawl(request):
+    """The body is a crawl configuration (as `archiver add` takes it) with `org` and `tags`."""
+    need(request, "crawls.add_crawl")
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        crawl = new_crawl(request, read_json_object(request))
+        wake.nudge()
+        return 201, crawl_out(crawl)
+    return idempotent_create(request, key)
+
+
+def idempotent_create(request, key: str):
+    if not key or len(key) > MAX_KEY:
+        raise invalid(f"Idempotency-Key must be 1 to {MAX_KEY} characters")
+    user, token = caller(request)
+    body_sha256 = hashlib.sha256(request.body).hexdigest()
+    if earlier := first_response(user, token, key, body_sha256):
+        return earlier
+    values = read_json_object(request)
+    try:
+        with transaction.atomic():
+            crawl = new_crawl(request, values)
+            response = CrawlOut(**crawl_out(crawl)).model_dump(mode="json")
+            IdempotencyKey.objects.filter(user=user, created_at__lt=db_now() - KEY_LIFETIME).delete()
+            IdempotencyKey.objects.create(user=user, token=token, key=key, body_sha256=body_sha256,
+                                          crawl=crawl, status_code=201, response=response)
+    except IntegrityError:
+        # A concurrent request with the same key won; its crawl is the one (ours rolled back).
+        if earlier := first_response(user, token, key, body_sha256):
+            return earlier
+        raise
+    wake.nudge()
+    return 201, response
+
+
+def first_response(user, token, key: str, body_sha256: str):
+    stored = IdempotencyKey.objects.filter(user=user, token=token, key=key).first()
+    if stored is None:
+        return None
+    if stored.body_sha256 != body_sha256:
+        raise ApiError(422, f"Idempotency-Key {key!r} was already used with a different request body",
+                       code="idempotency_key_reused")
+    return stored.status_code, stored.response
+
+
+# --- acting ----------------------------------------------------------------------------------
+
+
+def transition(request, crawl_id: str, action: str, **options) -> dict:
+    """Carry out `archiver <action> ID` through that command's act() and say its outcome()."""
+    need(request, "crawls.change_crawl")
+    crawl = find_crawl(request, crawl_id)
+    command = load_command_class("crawls", action)
+    command.act(crawl, db_now(), options)  # NotAllowed → 409 with the model's reason
+    wake.nudge()
+    return {"message": command.outcome(crawl), "crawl": crawl_out(crawl)}
+
+
+def action_route(action: str, summary: str):
+    return router.post(f"/crawls/{{crawl_id}}/{action}", response={200: ActionOut, **ERRORS},
+                       summary=summary)
+
+
+@action_route("pause", "Pause a crawl (a running one is paused by the runner)")
+def pause(request, crawl_id: CrawlId):
+    return transition(request, crawl_id, "pause")
+
+
+@action_route("resume", "Resume a paused crawl, or withdraw a pause not carried out yet")
+def resume(request, crawl_id: CrawlId):
+    return transition(request, crawl_id, "resume")
+
+
+@action_route("stop", "Stop a crawl gracefully, keeping its archive")
+def stop(request, crawl_id: CrawlId):
+    return transition(request, crawl_id, "stop")
+
+
+@action_route("cancel", "Cancel a crawl, discarding partial files")
+def cancel(request, crawl_id: CrawlId):
+    return transition(request, crawl_id, "cancel")
+
+
+@action_route("retry", "Queue a failed or canceled crawl again, or only its failed pages")
+def retry(request, crawl_id: CrawlId, failed_pages: bool = False):
+    return transition(request, crawl_id, "retry", failed_pages=failed_pages)
+
+
+@router.post("/crawls/{crawl_id}/scale", response={200: ActionOut, **ERRORS},
+             summary="Run this many crawler instances (1 to 8)")
+def scale(request, crawl_id: CrawlId, body: ScaleIn):
+    need(request, "crawls.change_crawl")
+    crawl = find_crawl(request, crawl_id)
+    before = crawl.scale
+    try:
+        crawl.set_scale(body.scale, db_now())
+    except NotAllowed as exc:
+        raise ApiError(409 if 1 <= body.scale <= MAX_SCALE else 422, str(exc)) from None
+    wake.nudge()
+    return {"message": f"crawl {crawl.short_id}: scale {before} → {body.scale}", "crawl": crawl_out(crawl)}
+
+
+def change_exclusion(request, crawl_id: str, regex: str, *, remove: bool) -> dict:
+    need(request, "crawls.change_crawl")
+    crawl = find_crawl(request, crawl_id)
+    try:
+        crawl.change_exclusion(regex, db_now(), remove=remove)  # NotAllowed → 409
+    except ValueError as exc:  # not a regular expression
+        raise invalid(str(exc)) from None
+    wake.nudge()
+    verb = "no longer excludes" if remove else "excludes"
+    live = " (sent to its running instances)" if crawl.has_runtime else ""
+    return {"message": f"crawl {crawl.short_id} {verb} {regex!r}{live}", "crawl": crawl_out(crawl)}
+
+
+@router.post("/crawls/{crawl_id}/exclusions", response={200: ActionOut, **ERRORS},
+             summary="Exclude URLs matching a regex (sent live to running instances)")
+def add_exclusion(request, crawl_id: CrawlId, body: ExclusionIn):
+    return change_exclusion(request, crawl_id, body.regex, remove=False)
+
+
+@router.delete("/crawls/{crawl_id}/exclusions", response={200: ActionOut, **ERRORS},
+               summary="Remove an exclusion")
+def remove_exclusion(request, crawl_id: CrawlId, regex: str = Query(..., max_length=MAX_REGEX_IN_URL)):
+    return change_exclusion(request, crawl_id, regex, remove=True)
+
+
+@router.delete("/crawls/{crawl_id}", response={200: Message, **ERRORS},
+               summary="Delete a finished crawl, its files and its rows")
+def delete(request, crawl_id: CrawlId):
+    need(request, "crawls.delete_crawl")
+    crawl = find_crawl(request, crawl_id)
+    if not crawl.is_final:
+        raise conflict(f"cannot delete crawl {crawl.short_id}: it is {crawl.status}")
+    if not delete_crawl(crawl, conf.get()):
+        crawl.refresh_from_db()
+        raise conflict(f"cannot delete crawl {crawl.short_id}: it is {crawl.status}")
+    return {"message": f"deleted crawl {crawl.short_id}"}
+

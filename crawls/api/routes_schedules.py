@@ -1,0 +1,106 @@
+"""/schedules: `archiver schedule add|list|enable|disable`."""
+
+from __future__ import annotations
+
+from django.core.management.base import CommandError
+from ninja import Router
+
+from archiver.errors import NotAllowed
+from crawls import schedules, wake
+from crawls.api.auth import default_org_slug, need, scope_org_id, visible_orgs
+from crawls.api.errors import ERRORS, invalid, not_found
+from crawls.api.routes_crawls import read_json_object
+from crawls.api.schemas import RowId, ScheduleChanged, ScheduleOut
+from crawls.config import CrawlConfig
+from crawls.lease import db_now
+from crawls.management.commands.add import check_tags
+from crawls.management.commands.schedule import iso, summary
+from crawls.models import Schedule
+
+router = Router(tags=["schedules"])
+
+
+def visible_schedules(request):
+    rows = Schedule.objects.select_related("org", "last_crawl").order_by("id")
+    org_id = scope_org_id(request)
+    return rows if org_id is None else rows.filter(org_id=org_id)
+
+
+def find_schedule(request, schedule_id: RowId) -> Schedule:
+    schedule = visible_schedules(request).filter(pk=schedule_id).first()
+    if schedule is None:
+        raise not_found(f"no schedule {schedule_id}")
+    return schedule
+
+
+@router.get("/schedules", response={200: list[ScheduleOut], **ERRORS}, summary="Schedules")
+def list_schedules(request):
+    need(request, "crawls.view_schedule")
+    return [summary(s) for s in visible_schedules(request)]
+
+
+@router.get("/schedules/{int:schedule_id}", response={200: ScheduleOut, **ERRORS}, summary="One schedule")
+def get_schedule(request, schedule_id: RowId):
+    need(request, "crawls.view_schedule")
+    return summary(find_schedule(request, schedule_id))
+
+
+def schedule_body_schema() -> dict:
+    from crawls.api.routes_crawls import create_body_schema
+
+    schema = create_body_schema()
+    schema["properties"]["cron"] = {"type": "string", "description": "five fields, UTC, e.g. `0 3 * * *`"}
+    schema["required"] = ["cron", *schema.get("required", [])]
+    return schema
+
+
+@router.post("/schedules", response={201: ScheduleChanged, **ERRORS},
+             summary="Queue a crawl at every slot of a cron expression (UTC)",
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/json": {"schema": schedule_body_schema()}}}})
+def create_schedule(request):
+    """The body is a crawl configuration with `org`, `tags` and `cron`."""
+    need(request, "crawls.add_schedule")
+    values = read_json_object(request)
+    cron, slug, tags = values.pop("cron", None), values.pop("org", None), values.pop("tags", [])
+    slug = slug or default_org_slug(request)
+    if not isinstance(cron, str) or not isinstance(slug, str) or not isinstance(tags, list) \
+            or not all(isinstance(t, str) for t in tags):
+        raise invalid("cron and org must be strings and tags a list of strings")
+    try:
+        cron = schedules.check_cron(cron)
+        tags = check_tags(tags)
+    except (ValueError, CommandError) as exc:
+        raise invalid(str(exc)) from None
+    config = CrawlConfig.parse(**values)
+    org = visible_orgs(request).filter(slug=slug).first()
+    if org is None:
+        raise not_found(f"no org {slug!r} (create it with: archiver org set {slug})")
+    schedule = schedules.create_schedule(org, cron, config, tags, now=db_now())
+    wake.nudge()
+    schedule = find_schedule(request, schedule.pk)
+    return 201, {"message": f"schedule {schedule.pk}: next run {iso(schedule.retry_at)}",
+                 "schedule": summary(schedule)}
+
+
+@router.post("/schedules/{int:schedule_id}/enable", response={200: ScheduleChanged, **ERRORS},
+             summary="Enable a schedule from its next slot")
+def enable(request, schedule_id: RowId):
+    need(request, "crawls.change_schedule")
+    schedule = find_schedule(request, schedule_id)
+    try:
+        schedules.enable(schedule, db_now())
+    except (ValueError, NotAllowed) as exc:  # a stored cron that no longer reads
+        raise invalid(str(exc)) from None
+    wake.nudge()
+    return {"message": f"enabled schedule {schedule.pk}: next run {iso(schedule.retry_at)}",
+            "schedule": summary(schedule)}
+
+
+@router.post("/schedules/{int:schedule_id}/disable", response={200: ScheduleChanged, **ERRORS},
+             summary="Disable a schedule")
+def disable(request, schedule_id: RowId):
+    need(request, "crawls.change_schedule")
+    schedule = find_schedule(request, schedule_id)
+    schedules.disable(schedule)
+    return {"message": f"disabled schedule {schedule.pk}", "schedule": summary(schedule)}

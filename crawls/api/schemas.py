@@ -1,0 +1,216 @@
+"""The API's response shapes (and the small request bodies that are not a crawl config)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from ninja import Schema
+from pydantic import Field
+
+from crawls.models import CrawlStatus
+
+StateFilter = Literal[tuple([*CrawlStatus.values, "active", "final"])]
+# A row id: bounded so that no number reaches the database that it cannot store (SQLite and
+# PostgreSQL integers are 64-bit; a larger one would be a 500, not a 404).
+RowId = Annotated[int, Field(ge=1, le=2**63 - 1)]
+
+
+class Message(Schema):
+    message: str
+
+
+class FileOut(Schema):
+    id: int
+    crawl: str
+    path: str
+    size: int
+    sha256: str
+    created_at: dt.datetime
+    download_url: str
+
+
+class Limits(Schema):
+    page_limit: int | None = Field(description="The crawl's page limit capped by its org's maximum.")
+    size_limit: int | None
+    time_limit: int | None
+
+
+class CrawlOut(Schema):
+    id: str
+    org: str
+    status: str
+    intent: str | None = Field(description="An action requested that the runner has not carried out yet.")
+    stop_reason: str | None
+    waiting_reason: str | None
+    error: str | None
+    seeds: list[str]
+    tags: list[str]
+    pages_found: int
+    pages_done: int
+    pages_failed: int
+    size_bytes: int
+    exec_seconds: float
+    elapsed_seconds: float
+    attempts: int
+    scale: int
+    config: dict[str, Any]
+    config_override: dict[str, Any]
+    limits: Limits
+    files: list[FileOut]
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    started_at: dt.datetime | None
+    progress_at: dt.datetime | None = Field(description="When the last page was done.")
+    finished_at: dt.datetime | None
+
+
+class CrawlPage(Schema):
+    items: list[CrawlOut]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last.")
+
+
+class ActionOut(Schema):
+    message: str = Field(description="The sentence the CLI prints for the same action.")
+    crawl: CrawlOut
+
+
+class ScaleIn(Schema):
+    scale: int
+
+
+class ExclusionIn(Schema):
+    regex: str = Field(max_length=10_000)
+
+
+class PageOut(Schema):
+    id: int
+    url: str
+    depth: int
+    seed: bool
+    status: str
+    http_status: int | None
+    title: str
+    mime: str
+    captured_at: dt.datetime | None
+    filename: str
+    error: str
+
+
+class PagePage(Schema):
+    items: list[PageOut]
+    next_cursor: str | None
+
+
+class LogOut(Schema):
+    id: int
+    created_at: dt.datetime
+    level: str
+    source: str
+    message: str
+    details: dict[str, Any]
+
+
+class LogPage(Schema):
+    items: list[LogOut]
+    next_cursor: str | None
+
+
+class OrgOut(Schema):
+    slug: str
+    name: str
+    max_concurrent_crawls: int | None
+    storage_quota_bytes: int | None
+    exec_minutes_quota: int | None
+    max_pages_per_crawl: int | None
+    bytes_stored: int
+    exec_minutes_this_month: float
+    active_crawls: int
+
+
+class OrgIn(Schema):
+    """Only the fields given change; null clears a quota (unlimited). Sizes take units."""
+
+    name: str | None = Field(default=None, max_length=200)
+    max_concurrent_crawls: int | None = None
+    storage_quota: int | str | None = Field(default=None, description="bytes, or e.g. 500GB, 2TiB")
+    exec_minutes: int | None = None
+    max_pages: int | None = None
+
+
+class OrgChanged(Schema):
+    message: str
+    org: OrgOut
+
+
+class LastCrawl(Schema):
+    id: str
+    status: str
+
+
+class ScheduleOut(Schema):
+    id: int
+    cron: str
+    org: str
+    enabled: bool
+    seeds: list[str]
+    config: dict[str, Any]
+    tags: list[str]
+    next_run: dt.datetime | None
+    last_crawl: LastCrawl | None
+
+
+class ScheduleChanged(Schema):
+    message: str
+    schedule: ScheduleOut
+
+
+class DeliveryCounts(Schema):
+    pending: int
+    delivering: int
+    succeeded: int
+    failed: int
+    total: int
+
+
+class WebhookOut(Schema):
+    id: int
+    url: str = Field(description="Without its query, which may hold a token.")
+    events: list[str]
+    org: str | None
+    enabled: bool
+    created_at: dt.datetime
+    deliveries: DeliveryCounts
+
+
+class WebhookIn(Schema):
+    url: str = Field(max_length=2000)
+    secret: str = Field(description="HMAC-SHA256 key; write-only, never shown again.")
+    events: list[str] = Field(default_factory=list, description="event names; empty = every event")
+    org: str | None = Field(default=None, description="only this org's crawls; null = every org")
+
+
+class WebhookChanged(Schema):
+    message: str
+    webhook: WebhookOut
+
+
+class DeliveryOut(Schema):
+    id: int
+    webhook: int
+    event: str
+    event_id: str
+    crawl: str
+    status: str
+    attempts: int
+    last_status_code: int | None
+    last_error: str | None
+    retry_at: dt.datetime | None
+    created_at: dt.datetime
+    delivered_at: dt.datetime | None
+
+
+class DeliveryPage(Schema):
+    counts: DeliveryCounts
+    items: list[DeliveryOut]
+    next_cursor: str | None

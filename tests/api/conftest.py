@@ -1,0 +1,233 @@
+"""The API under the real WSGI server: gunicorn on a free 127.0.0.1 port, its own data dir.
+
+The server's database is a SQLite file in that data dir. Tests set up rows with the ORM
+against the same file (`api_db` points this process's default connection at it for the
+test, then empties the tables the test may have filled) and talk to the server only
+through httpx, as a program would.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from tests.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+WEBHOOK_DOMAIN = "hooks.example.invalid"  # the only domain a webhook may name: nothing resolves
+RECEIVER = "127.0.0.1:9"  # a plain-http webhook receiver the SSRF rules allow (nothing listens)
+
+
+@dataclass
+class Server:
+    url: str
+    data_dir: Path
+    env: dict
+    process: subprocess.Popen
+    log: Path
+
+    @property
+    def database(self) -> Path:
+        return self.data_dir / "archiver.sqlite3"
+
+    def manage(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env,
+                                capture_output=True, text=True, timeout=120)
+        if check:
+            assert result.returncode == 0, result.stderr
+        return result
+
+    def client(self, secret: str | None = None, **kwargs) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
+
+
+def server_env(data_dir: Path, **extra: str) -> dict:
+    env = {**os.environ, "ARCHIVER_DATA_DIR": str(data_dir), "ARCHIVER_SECRET_KEY": "api-tests-only",
+           "ARCHIVER_WEBHOOK_ALLOW_DOMAINS": WEBHOOK_DOMAIN, "ARCHIVER_WEBHOOK_ALLOW_HOSTS": RECEIVER,
+           "PYTHONUNBUFFERED": "1", **extra}
+    for name in ("ARCHIVER_REDIS_URL", "ARCHIVER_DATABASE_URL", "DJANGO_SETTINGS_MODULE"):
+        env.pop(name, None)
+    return env
+
+
+@contextmanager
+def gunicorn(data_dir: Path, **extra_env: str):
+    """Migrate and collect static files in `data_dir`, then serve it until the block ends."""
+    env = server_env(data_dir, **extra_env)
+    for command in (["migrate", "-v0"], ["collectstatic", "--noinput", "-v0"]):
+        result = subprocess.run([sys.executable, "manage.py", *command], cwd=ROOT, env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+    port = free_port()
+    log = data_dir / "gunicorn.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "archiver.wsgi:application", "--bind", f"127.0.0.1:{port}",
+             "--workers", "2", "--threads", "2", "--access-logfile", "-", "--graceful-timeout", "5"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )
+    server = Server(f"http://127.0.0.1:{port}", data_dir, env, process, log)
+    try:
+        wait_until_serving(server)
+        yield server
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_until_serving(server: Server, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise AssertionError(f"gunicorn exited: {server.log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{server.url}/api/v1/openapi.json", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"gunicorn did not answer: {server.log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def api_server():
+    data_dir = Path(tempfile.mkdtemp(prefix="aapi-", dir="/tmp"))
+    try:
+        with gunicorn(data_dir) as server:
+            yield server
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@contextmanager
+def database_file(path: Path):
+    """Point this process's default connection at the SQLite file `path` for a while.
+
+    The test database pytest-django may hold open (SQLite in memory) is set aside, not
+    closed, and comes back afterwards.
+    """
+    conn = connections[DEFAULT_DB_ALIAS]
+    if conn.vendor != "sqlite":
+        pytest.skip("the API tests share the server's SQLite file")
+    saved_settings, saved_connection = conn.settings_dict, conn.connection
+    conn.connection = None
+    conn.settings_dict = {**saved_settings, "NAME": str(path)}
+    try:
+        yield
+    finally:
+        conn.close()
+        conn.settings_dict, conn.connection = saved_settings, saved_connection
+
+
+def empty_tables() -> None:
+    """Everything a test may have written, so the next starts from a fresh installation."""
+    from django.contrib.auth.models import Group, User
+    from django.contrib.sessions.models import Session
+
+    from crawls.models import (
+        ApiToken,
+        Crawl,
+        IdempotencyKey,
+        Org,
+        OrgUsage,
+        RunnerRecord,
+        Schedule,
+        Webhook,
+    )
+
+    for model in (IdempotencyKey, ApiToken, Webhook, Crawl, Schedule, OrgUsage, RunnerRecord, User, Group,
+                  Session):
+        model.objects.all().delete()
+    Org.objects.exclude(slug="default").delete()
+    Org.objects.update_or_create(slug="default", defaults={
+        "name": "Default", "max_concurrent_crawls": None, "storage_quota_bytes": None,
+        "exec_minutes_quota": None, "max_pages_per_crawl": None, "bytes_stored": 0})
+
+
+@pytest.fixture
+def api_db(api_server, django_db_blocker):
+    """The ORM on the server's database, emptied after the test."""
+    with django_db_blocker.unblock(), database_file(api_server.database):
+        try:
+            yield api_server
+        finally:
+            empty_tables()
+
+
+@pytest.fixture
+def make_user(api_db):
+    from django.contrib.auth.models import Permission, User
+
+    def make(name: str = "alice", *codenames: str, staff: bool = False, superuser: bool = False,
+             password: str | None = None) -> User:
+        user = User.objects.create_user(name, password=password, is_staff=staff or superuser,
+                                        is_superuser=superuser)
+        if codenames:
+            user.user_permissions.set(Permission.objects.filter(content_type__app_label="crawls",
+                                                                codename__in=codenames))
+        return user
+
+    return make
+
+
+@pytest.fixture
+def make_token(make_user):
+    from crawls.models import ApiToken, Org
+
+    def make(user=None, *, org: str | None = None, read_only: bool = False, rate_limit: int = 100_000) -> str:
+        user = user or make_user(f"admin{ApiToken.objects.count()}", superuser=True)
+        scope = Org.objects.get(slug=org) if org else None
+        _, secret = ApiToken.issue(user, "test", org=scope, read_only=read_only, rate_limit=rate_limit)
+        return secret
+
+    return make
+
+
+@pytest.fixture
+def client(api_server, make_token):
+    """A client with a read-write token of a superuser (every permission, every org)."""
+    with api_server.client(make_token()) as http:
+        yield http
+
+
+@pytest.fixture
+def make_crawl(api_db):
+    from crawls.config import CrawlConfig
+    from crawls.models import Crawl, Org
+
+    def make(status: str = "queued", url: str = "https://example.com/", org: str = "default",
+             tags=(), **fields) -> Crawl:
+        crawl = Crawl.create(Org.objects.get(slug=org), CrawlConfig(seeds=[url]), tags=tags)
+        if status != "queued" or fields:
+            Crawl.objects.filter(pk=crawl.pk).update(status=status, **fields)
+        crawl.refresh_from_db()
+        return crawl
+
+    return make
+
+
+@pytest.fixture
+def make_org(api_db):
+    from crawls.models import Org
+
+    def make(slug: str, **fields) -> Org:
+        return Org.objects.create(slug=slug, name=slug.title(), **fields)
+
+    return make
