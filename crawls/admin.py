@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.forms.models import BaseInlineFormSet
@@ -18,6 +19,7 @@ from django.utils.http import urlencode
 
 from archiver.errors import ConfigError, NotAllowed
 from crawls import schedules, wake
+from crawls.admin_login import RateLimitedLoginForm
 from crawls.cli import age, duration
 from crawls.config import MAX_SIZE, CrawlConfig, human_size, parse_size
 from crawls.lease import db_now
@@ -110,10 +112,27 @@ class CrawlEventInline(ReadOnlyInline):
     verbose_name_plural = f"events (newest {INLINE_ROWS})"
 
 
+# Which model permission each crawl action needs (issue 10 §6): a cancel discards the
+# crawl's partial files, so it needs the right to delete crawls.
+ACTION_PERMISSION = {
+    "pause": "change", "resume": "change", "stop": "change", "retry": "change",
+    "cancel": "remove",
+}
+PERMISSION_CODENAME = {"change": "crawls.change_crawl", "remove": "crawls.delete_crawl",
+                       "add": "crawls.add_crawl", "view": "crawls.view_crawl"}
+
+
+def may(request, permission: str) -> bool:
+    return request.user.has_perm(PERMISSION_CODENAME[permission])
+
+
 def crawl_action(method: str, done: str):
     """An admin action calling `crawl.<method>(now)` on each selected crawl."""
+    permission = ACTION_PERMISSION[method]
 
     def action(modeladmin, request, queryset):
+        if not may(request, permission):  # also hidden from the menu; a forged POST ends here
+            raise PermissionDenied
         now = db_now()
         succeeded = 0
         for crawl in queryset.select_related("org"):
@@ -128,7 +147,8 @@ def crawl_action(method: str, done: str):
             modeladmin.message_user(request, f"{done}: {succeeded} crawl(s)", messages.SUCCESS)
 
     action.__name__ = f"{method}_crawls"
-    return admin.action(description=f"{method.capitalize()} selected crawls")(action)
+    return admin.action(description=f"{method.capitalize()} selected crawls",
+                        permissions=[permission])(action)
 
 
 @admin.register(Crawl)
@@ -174,7 +194,12 @@ class CrawlAdmin(admin.ModelAdmin):
         return False  # crawls are added with `archiver add` or by schedules
 
     def has_delete_permission(self, request, obj=None):
-        return False  # retention removes finished crawls and their files together
+        # Django's own delete page would list every snapshot and leave the files behind;
+        # crawls are deleted with their files by the "delete" button (`remove` below).
+        return False
+
+    def has_remove_permission(self, request, obj=None):
+        return may(request, "remove")
 
     @admin.display(description="id", ordering="id")
     def short_id(self, obj):
@@ -341,6 +366,14 @@ class ScheduleAdmin(admin.ModelAdmin):
     list_select_related = ("org", "last_crawl")
     readonly_fields = ("retry_at", "last_crawl", "created_at")
 
+    # A schedule queues crawls of whatever seeds it holds: adding or changing one is, in
+    # effect, adding crawls.
+    def has_add_permission(self, request):
+        return super().has_add_permission(request) and may(request, "add")
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and may(request, "add")
+
     @admin.display(description="seed")
     def first_seed(self, obj):
         seeds = obj.config.get("seeds") or ["-"]
@@ -356,3 +389,5 @@ class ScheduleAdmin(admin.ModelAdmin):
 
 
 from crawls import admin_webhooks  # noqa: E402, F401  registers Webhook and WebhookDelivery
+
+admin.site.login_form = RateLimitedLoginForm  # failed log-ins are limited per address and user

@@ -664,6 +664,7 @@ class Process(Leased):
 
     class Meta:
         ordering = ["crawl", "instance", "created_at"]
+        verbose_name_plural = "processes"
         indexes = [
             due_index("process"),
             models.Index(fields=["crawl", "status"], name="process_crawl_status"),
@@ -880,6 +881,7 @@ class WebhookDelivery(Leased):
 
     class Meta:
         ordering = ["id"]
+        verbose_name_plural = "webhook deliveries"
         indexes = [due_index("delivery")]
         constraints = [models.UniqueConstraint(fields=["webhook", "event"], name="delivery_once")]
 
@@ -932,6 +934,18 @@ class WebhookDelivery(Leased):
             raise NotAllowed(f"cannot replay delivery {self.pk}: it is {self.status}, not failed")
 
 
+class LoginFailure(models.Model):
+    """Failed admin log-ins for one (address, username) pair, to slow down password guessing."""
+
+    key = models.CharField(max_length=64, unique=True, help_text="sha256 of address and username.")
+    failures = models.PositiveIntegerField(default=0)
+    first_at = models.DateTimeField(help_text="The first failure of the current window.")
+    locked_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.failures} failures"
+
+
 def storage_in_progress(org: Org) -> int:
     """Bytes that active crawls of `org` hold beyond their kept files."""
     files = CrawlFile.objects.filter(crawl__org=org, crawl__status__in=S.ACTIVE).aggregate(n=Sum("size"))["n"] or 0
@@ -941,6 +955,6 @@ def storage_in_progress(org: Org) -> int:
 
 __all__ = [
     "FAR_FUTURE", "Crawl", "CrawlEvent", "CrawlMessage", "CrawlFile", "CrawlLog", "CrawlStatus", "DeliveryStatus",
-    "ExitReason", "Intent", "Org", "OrgUsage", "Process", "ProcessStatus", "RunnerRecord",
+    "ExitReason", "Intent", "LoginFailure", "Org", "OrgUsage", "Process", "ProcessStatus", "RunnerRecord",
     "Schedule", "Snapshot", "SnapshotStatus", "StopReason", "Webhook", "WebhookDelivery",
 ]

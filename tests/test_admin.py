@@ -303,3 +303,148 @@ def test_a_crawl_with_100k_snapshots_still_renders_quickly(admin_client, make_cr
     assert len(shown) == INLINE_ROWS
     assert "https://example.com/n/99999" in shown
     assert elapsed < 5, f"the change page took {elapsed:.1f}s"
+
+
+# --- permissions (issue 10 §6) -------------------------------------------------------------
+
+
+@pytest.fixture
+def viewer_client(client):
+    """A staff user who may look at everything and change nothing."""
+    from django.contrib.auth.models import Permission
+
+    viewer = User.objects.create_user("viewer", password="a-long-passphrase-1", is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(codename__startswith="view_"))
+    client.force_login(viewer)
+    return client
+
+
+@pytest.mark.parametrize("action", ["pause_crawls", "resume_crawls", "stop_crawls", "cancel_crawls",
+                                    "retry_crawls"])
+def test_a_view_only_user_can_run_no_crawl_action(viewer_client, make_crawl, nudges, action):
+    crawls = [make_crawl(status) for status in (S.QUEUED, S.PAUSED, S.FAILED)]
+    before = [(c.status, c.intent, c.attempts) for c in crawls]
+    page = viewer_client.get(reverse("admin:crawls_crawl_changelist"))
+    assert page.status_code == 200
+    assert f'value="{action}"' not in page.content.decode()  # not offered
+    response = run_action(viewer_client, action, *crawls)
+    assert response.status_code in (200, 403)
+    for crawl in crawls:
+        crawl.refresh_from_db()
+    assert [(c.status, c.intent, c.attempts) for c in crawls] == before
+    assert nudges == []
+
+
+def test_changing_crawls_does_not_allow_canceling_them(client, make_crawl, nudges):
+    from django.contrib.auth.models import Permission
+
+    clerk = User.objects.create_user("clerk", password="a-long-passphrase-1", is_staff=True)
+    clerk.user_permissions.set(Permission.objects.filter(codename__in=["view_crawl", "change_crawl"]))
+    client.force_login(clerk)
+    crawl = make_crawl(S.PAUSED, started_at=timezone.now())
+    run_action(client, "cancel_crawls", crawl)
+    crawl.refresh_from_db()
+    assert crawl.intent == ""
+    run_action(client, "stop_crawls", crawl)
+    crawl.refresh_from_db()
+    assert crawl.intent == "stop"
+
+
+def test_a_view_only_user_cannot_edit_tags(viewer_client, busy_crawl):
+    url = reverse("admin:crawls_crawl_change", args=[busy_crawl.pk])
+    response = viewer_client.post(url, {"tags": '["x"]'})
+    assert response.status_code == 403
+    busy_crawl.refresh_from_db()
+    assert busy_crawl.tags == []
+
+
+def test_a_view_only_user_cannot_replay_a_failed_delivery(viewer_client, busy_crawl, nudges):
+    from crawls.models import DeliveryStatus, Webhook, WebhookDelivery
+
+    hook = Webhook.objects.create(url="https://hooks.example/x", secret="s" * 20)
+    delivery = WebhookDelivery.objects.create(webhook=hook, event=busy_crawl.events.get(),
+                                              status=DeliveryStatus.FAILED)
+    url = reverse("admin:crawls_webhookdelivery_changelist")
+    assert 'value="replay"' not in viewer_client.get(url).content.decode()
+    viewer_client.post(url, {"action": "replay", "_selected_action": [delivery.pk]})
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.FAILED
+    assert nudges == []
+
+
+def test_a_superuser_still_replays_a_failed_delivery(admin_client, busy_crawl, nudges):
+    from crawls.models import DeliveryStatus, Webhook, WebhookDelivery
+
+    hook = Webhook.objects.create(url="https://hooks.example/x", secret="s" * 20)
+    delivery = WebhookDelivery.objects.create(webhook=hook, event=busy_crawl.events.get(),
+                                              status=DeliveryStatus.FAILED)
+    admin_client.post(reverse("admin:crawls_webhookdelivery_changelist"),
+                      {"action": "replay", "_selected_action": [delivery.pk]})
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.PENDING
+
+
+def test_adding_a_schedule_needs_the_right_to_add_crawls(client, org):
+    from django.contrib.auth.models import Permission
+
+    planner = User.objects.create_user("planner", password="a-long-passphrase-1", is_staff=True)
+    planner.user_permissions.set(Permission.objects.filter(codename__endswith="_schedule"))
+    client.force_login(planner)
+    form = {"org": org.pk, "cron": "0 3 * * *", "config": '{"seeds": ["https://example.com/"]}',
+            "tags": "[]", "enabled": "on"}
+    assert client.post(reverse("admin:crawls_schedule_add"), form).status_code == 403
+    assert not Schedule.objects.exists()
+
+
+# --- log-in ----------------------------------------------------------------------------------
+
+
+def log_in(client, password: str):
+    return client.post(reverse("admin:login"), {"username": "boss", "password": password,
+                                                "next": "/admin/"})
+
+
+def test_repeated_failed_log_ins_lock_the_user_out_from_that_address(client):
+    from crawls.admin_login import MAX_FAILURES
+
+    User.objects.create_user("boss", password="the-right-passphrase", is_staff=True)
+    for _ in range(MAX_FAILURES):
+        assert log_in(client, "wrong guess").status_code == 200
+    refused = log_in(client, "the-right-passphrase")
+    assert refused.status_code == 200
+    assert "Too many failed log-ins" in refused.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+def test_a_successful_log_in_clears_earlier_failures(client):
+    from crawls.admin_login import MAX_FAILURES
+    from crawls.models import LoginFailure
+
+    User.objects.create_user("boss", password="the-right-passphrase", is_staff=True)
+    for _ in range(MAX_FAILURES - 1):
+        log_in(client, "wrong guess")
+    assert log_in(client, "the-right-passphrase").status_code == 302
+    assert not LoginFailure.objects.exists()
+
+
+def test_the_lock_out_ends_after_its_time(client):
+    import datetime as dt
+
+    from crawls.admin_login import MAX_FAILURES
+    from crawls.models import LoginFailure
+
+    User.objects.create_user("boss", password="the-right-passphrase", is_staff=True)
+    for _ in range(MAX_FAILURES):
+        log_in(client, "wrong guess")
+    LoginFailure.objects.update(locked_until=timezone.now() - dt.timedelta(seconds=1),
+                                first_at=timezone.now() - dt.timedelta(hours=1))
+    assert log_in(client, "the-right-passphrase").status_code == 302
+
+
+@pytest.mark.parametrize("password", ["short-pw", "123456789012345", "password1234", "boss-boss-boss"])
+def test_weak_passwords_are_refused(password):
+    from django.contrib.auth.password_validation import validate_password
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError):
+        validate_password(password, User(username="boss-boss-boss"))
