@@ -134,6 +134,9 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
+# /static/crawls/replay/ serves its index.html: ReplayWeb.page's frame before its service
+# worker takes over (scripts/replay-files.sh).
+WHITENOISE_INDEX_FILE = True
 LOGIN_URL = "admin:login"
 
 LOGGING = {

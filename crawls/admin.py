@@ -144,8 +144,9 @@ def progress_cell(crawl: Crawl):
     failed = f", {crawl.pages_failed} failed" if crawl.pages_failed else ""
     return format_html(
         '<span class="crawl-progress" data-crawl="{}" data-field="progress" data-live-url="{}">'
-        '{}<span class="counts">{}/{}{}</span></span>',
-        crawl.pk, reverse("admin:crawls_crawl_live"), progress_html(crawl.pages_done, crawl.pages_found),
+        '<progress value="{}" max="{}" style="width:7em"></progress>'
+        '<span class="counts">{}/{}{}</span></span>',
+        crawl.pk, reverse("admin:crawls_crawl_live"), crawl.pages_done, max(crawl.pages_found, 1),
         crawl.pages_done, crawl.pages_found, failed,
     )
 
