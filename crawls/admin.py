@@ -176,8 +176,9 @@ class CrawlTagsForm(forms.ModelForm):
 @admin.register(Crawl)
 class CrawlAdmin(admin.ModelAdmin):
     form = CrawlTagsForm
+    # Fits a 1,400 px window beside the filters: the org is a filter, not a column.
     list_display = ("short_id", "first_seed", "state", "reason", "progress", "size",
-                    "running_time", "age", "org")
+                    "running_time", "age")
     list_filter = ("status", "org")
     list_select_related = ("org",)
     search_fields = ("^id", "seeds")
@@ -285,7 +286,7 @@ class CrawlAdmin(admin.ModelAdmin):
     def reason(self, obj):
         return live_cell(obj, "reason", reason_line(obj), "crawl-reason")
 
-    @admin.display(description="pages done/found")
+    @admin.display(description="pages")
     def progress(self, obj):
         return progress_cell(obj)
 
@@ -297,7 +298,7 @@ class CrawlAdmin(admin.ModelAdmin):
     def age(self, obj):
         return live_cell(obj, "age", age(obj.created_at, timezone.now()))
 
-    @admin.display(description="running time")
+    @admin.display(description="ran")
     def running_time(self, obj):
         return live_cell(obj, "running_time", duration(obj.elapsed_seconds))
 

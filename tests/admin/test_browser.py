@@ -238,6 +238,10 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
     shots.take("logged-in")
 
     with slow_site(pages=40, delay=0.5) as site:
+        # A paused crawl with a 3,000-character seed shares the list: it must not widen it.
+        long_seed = site.url.replace("127.0.0.1", "localhost") + "?q=" + "x" * 3000
+        long_id = installation.manage("add", long_seed).strip()
+        installation.manage("pause", long_id)
         installation.start_daemon()
 
         # A bad seed is refused with the CLI's message; nothing is queued.
@@ -247,7 +251,7 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
         driver.find_element(By.CSS_SELECTOR, "input[name=_save]").click()
         assert message in text_of(driver, ".errorlist"), (message, text_of(driver, ".errorlist"))
         shots.take("bad-seed-refused")
-        assert installation.query("SELECT COUNT(*) FROM crawls_crawl") == [(0,)]
+        assert installation.query("SELECT COUNT(*) FROM crawls_crawl") == [(1,)]  # the paused one
 
         # Add the crawl through the form, with a tag typed into the tag widget.
         seeds = driver.find_element(By.ID, "id_seeds")
@@ -272,6 +276,11 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
         wait_until(lambda: text_of(driver, progress) not in (first, "0/0", "0/1"), 60,
                    "the list's progress to change")
         assert driver.execute_script("return window.__sameList === true;")
+        seed_cell = driver.find_element(By.CSS_SELECTOR, f'[title="{long_seed}"]')
+        assert seed_cell.size["width"] < 300  # cut short, the whole URL on hover
+        assert driver.execute_script(
+            "const t = document.querySelector('#changelist .results');"
+            "return t.scrollWidth <= t.clientWidth;"), "the list is wider than a 1,400 px window"
         shots.take("list-progress")
 
         # Pause and resume from the crawl's buttons.
