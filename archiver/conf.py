@@ -35,6 +35,7 @@ ENV = {
     "webhook_allow_hosts": "ARCHIVER_WEBHOOK_ALLOW_HOSTS",
     "webhook_allow_domains": "ARCHIVER_WEBHOOK_ALLOW_DOMAINS",
     "instance_id": "ARCHIVER_INSTANCE_ID",
+    "crawl_log_mb": "ARCHIVER_CRAWL_LOG_MB",
 }
 
 
@@ -61,6 +62,7 @@ class Settings(BaseModel):
     webhook_allow_hosts: tuple[str, ...] = ()
     webhook_allow_domains: tuple[str, ...] = ()
     instance_id: str = Field(default_factory=lambda: os.uname().nodename, min_length=1)
+    crawl_log_mb: float = Field(default=10, gt=0, le=100_000, description="log kept per crawl, newest")
 
     @field_validator("data_dir")
     @classmethod

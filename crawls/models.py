@@ -233,6 +233,7 @@ class Crawl(Leased):
     paused_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     progress_at = models.DateTimeField(null=True, blank=True, help_text="Last time a page was done.")
+    log_bytes = models.PositiveBigIntegerField(default=0, help_text="Bytes of log lines kept (bounded).")
 
     objects = CrawlQuerySet.as_manager()
 
@@ -702,9 +703,11 @@ class CrawlLog(models.Model):
     source = models.CharField(max_length=32, default="runner", help_text="runner, or crawler instance.")
     message = models.TextField()
     details = models.JSONField(default=dict, blank=True)
+    size = models.PositiveIntegerField(default=0, help_text="Bytes it counts in the crawl's log budget.")
 
     class Meta:
         ordering = ["crawl", "id"]
+        indexes = [models.Index(fields=["crawl", "id"], name="crawllog_crawl_id")]
 
     def __str__(self) -> str:
         return self.message[:80]
