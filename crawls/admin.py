@@ -231,6 +231,7 @@ class CrawlAdmin(admin.ModelAdmin):
             path("<str:pk>/replay/", view(admin_views.replay), name="crawls_crawl_replay"),
             path("<str:pk>/replay.json", view(admin_views.replay_json), name="crawls_crawl_replay_json"),
             path("<str:pk>/log/", view(admin_views.log_page), name="crawls_crawl_log"),
+            path("<str:pk>/edit/", view(admin_views.edit_crawl), name="crawls_crawl_edit"),
             *super().get_urls(),
         ]
 
@@ -244,6 +245,7 @@ class CrawlAdmin(admin.ModelAdmin):
                 **(extra_context or {}), "crawl": crawl,
                 "buttons": admin_views.allowed_buttons(request, crawl),
                 "may_add": may(request, "add"),
+                "may_edit": may(request, "change") and admin_views.editable(crawl),
                 "has_files": crawl.files.exists(),
             }
         return super().change_view(request, object_id, form_url, extra_context)

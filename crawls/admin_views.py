@@ -107,6 +107,37 @@ def add_crawl(modeladmin, request):
     return TemplateResponse(request, "admin/crawls/crawl/add_form.html", context)
 
 
+def edit_crawl(modeladmin, request, pk: str):
+    """The crawl form for a crawl that has not started yet; saving reconfigures it."""
+    require(request, "change")
+    crawl = get_object_or_404(Crawl.objects.select_related("org"), pk=pk)
+    here = reverse("admin:crawls_crawl_change", args=[crawl.pk])
+    if request.method == "POST":
+        form = CrawlForm(request.POST)
+        if form.is_valid():
+            try:
+                crawl.reconfigure(form.cleaned_data["org"], form.config, form.cleaned_data["tags"],
+                                  db_now())
+            except NotAllowed as exc:
+                messages.warning(request, str(exc))
+            else:
+                wake.nudge()
+                messages.success(request, f"Changed crawl {crawl.short_id}.")
+            return HttpResponseRedirect(here)
+    else:
+        form = CrawlForm(initial={**config_initial(crawl.config), "org": crawl.org_id, "tags": crawl.tags})
+    context = {
+        **modeladmin.admin_site.each_context(request), "opts": Crawl._meta, "form": form,
+        "title": f"Edit crawl {crawl.short_id}", "media": modeladmin.media + form.media,
+        "submit": "Save the crawl",
+    }
+    return TemplateResponse(request, "admin/crawls/crawl/add_form.html", context)
+
+
+def editable(crawl: Crawl) -> bool:
+    return crawl.status in S.NOT_STARTED and not crawl.has_runtime
+
+
 # --- buttons -------------------------------------------------------------------------------
 
 

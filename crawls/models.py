@@ -554,6 +554,22 @@ class Crawl(Leased):
             waiting_reason="", redis_db=None,
         )
 
+    def reconfigure(self, org: Org, config: CrawlConfig, tags, now: dt.datetime) -> None:
+        """Change the org, configuration and tags of a crawl that has not started yet.
+
+        The lease token moves on, so a runner that claimed it with the old configuration
+        cannot start it (its guarded updates fail) and reads it again.
+        """
+        fields = {"org": org, "seeds": config.seeds, "config": config.model_dump(mode="json"),
+                  "tags": list(tags), "scale": config.scale, "updated_at": now, "retry_at": now,
+                  "lease_owner": ""}
+        rows = Crawl.objects.filter(pk=self.pk, status__in=S.NOT_STARTED, started_at__isnull=True,
+                                    redis_db__isnull=True)
+        if not rows.update(**fields, lease_token=F("lease_token") + 1):
+            raise self._refuse("edit")
+        for name, value in fields.items():
+            setattr(self, name, value)
+
     # --- payloads --------------------------------------------------------------------
 
     def summary(self) -> dict:

@@ -777,3 +777,49 @@ def test_the_log_page_is_paginated_newest_first(admin_client, make_crawl):
     assert f"line {LOG_PAGE + 4}<" in first and "line 4<" not in first
     second = admin_client.get(url, {"page": 2}).content.decode()
     assert "line 4<" in second and "line 0<" in second
+
+
+# --- editing a crawl that has not started ------------------------------------------------------
+
+
+def test_a_queued_crawl_is_edited_with_the_crawl_form(admin_client, make_crawl, org, nudges):
+    crawl = make_crawl(S.QUEUED)
+    page = admin_client.get(reverse("admin:crawls_crawl_change", args=[crawl.pk])).content.decode()
+    assert "crawl-button-edit" in page
+    url = reverse("admin:crawls_crawl_edit", args=[crawl.pk])
+    form = form_of_named(admin_client.get(url).content.decode())
+    assert form["seeds"].strip() == "https://example.com/" and form["page_limit"] == "100"
+    form.update({"seeds": "https://other.example/", "org": org.pk, "scope_type": "host",
+                 "tags": "edited", "scale": "2"})
+    assert admin_client.post(url, form).status_code == 302
+    crawl.refresh_from_db()
+    assert (crawl.seeds, crawl.config["scope_type"], crawl.tags, crawl.scale, crawl.status) == (
+        ["https://other.example/"], "host", ["edited"], 2, S.QUEUED)
+    assert nudges == [True]
+
+
+def test_a_started_crawl_cannot_be_edited(admin_client, make_crawl, org, nudges):
+    crawl = make_crawl(S.RUNNING, started_at=timezone.now())
+    page = admin_client.get(reverse("admin:crawls_crawl_change", args=[crawl.pk])).content.decode()
+    assert "crawl-button-edit" not in page
+    url = reverse("admin:crawls_crawl_edit", args=[crawl.pk])
+    response = admin_client.post(url, crawl_form(org, seeds="https://other.example/"), follow=True)
+    assert f"cannot edit crawl {crawl.short_id}: it is running" in response.content.decode().lower()
+    crawl.refresh_from_db()
+    assert crawl.seeds == ["https://example.com/"]
+    assert nudges == []
+
+
+def test_editing_takes_the_crawl_back_from_a_runner_that_claimed_it(make_crawl, org):
+    crawl = make_crawl(S.QUEUED, lease_owner="runner-1", lease_token=7)
+    crawl.reconfigure(org, CrawlConfig(seeds=["https://other.example/"]), [], timezone.now())
+    crawl.refresh_from_db()
+    assert (crawl.lease_owner, crawl.lease_token) == ("", 8)
+
+
+def test_a_view_only_user_cannot_edit_a_crawl(viewer_client, make_crawl, org):
+    crawl = make_crawl(S.QUEUED)
+    url = reverse("admin:crawls_crawl_edit", args=[crawl.pk])
+    assert viewer_client.post(url, crawl_form(org, seeds="https://other.example/")).status_code == 403
+    crawl.refresh_from_db()
+    assert crawl.seeds == ["https://example.com/"]
