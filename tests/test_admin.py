@@ -823,3 +823,10 @@ def test_a_view_only_user_cannot_edit_a_crawl(viewer_client, make_crawl, org):
     assert viewer_client.post(url, crawl_form(org, seeds="https://other.example/")).status_code == 403
     crawl.refresh_from_db()
     assert crawl.seeds == ["https://example.com/"]
+
+
+def test_model_names_are_spelled_right_in_the_admin(admin_client, busy_crawl):
+    index = admin_client.get(reverse("admin:index")).content.decode()
+    assert "Webhook deliveries" in index and "deliverys" not in index.lower()
+    page = admin_client.get(reverse("admin:crawls_crawl_change", args=[busy_crawl.pk])).content.decode()
+    assert "Processes" in page and "processs" not in page.lower()
