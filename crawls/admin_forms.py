@@ -150,7 +150,9 @@ class CrawlConfigForm(forms.Form):
         try:
             self.config = CrawlConfig.parse(**values)
         except ConfigError as exc:
-            self.add_error(field_named_in(str(exc), self.fields), str(exc))
+            field = field_named_in(str(exc), self.fields)
+            # Next to its field, the line needs no field name: it reads as the CLI's message.
+            self.add_error(field, str(exc).split(": ", 1)[1] if field else str(exc))
         return cleaned
 
 
