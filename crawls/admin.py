@@ -247,6 +247,7 @@ class CrawlAdmin(admin.ModelAdmin):
                 "may_add": may(request, "add"),
                 "may_edit": may(request, "change") and admin_views.editable(crawl),
                 "has_files": crawl.files.exists(),
+                "live": admin_views.live_detail(crawl, timezone.now()),
             }
         return super().change_view(request, object_id, form_url, extra_context)
 

@@ -31,6 +31,8 @@ from crawls.reasons import error_sentence, reason_sentence
 S = CrawlStatus
 LIVE_LIMIT = 200  # crawls one live request may ask about
 LOG_PAGE = 200
+LIVE_PROCESSES = 20  # instances shown live on a crawl's page
+LIVE_PAGES = 10  # newest pages shown live on a crawl's page
 
 # Button -> (label, the permission it needs). "run_again" and the files are links.
 BUTTONS = {
@@ -198,13 +200,31 @@ def live_row(crawl: Crawl, now) -> dict:
     }
 
 
+def live_detail(crawl: Crawl, now) -> dict:
+    """What a crawl's own page refreshes besides its row: instances and newest pages."""
+    return {
+        "processes": [
+            {"hostname": p.hostname, "status": p.status,
+             "exit": "-" if p.exit_code is None else f"{p.exit_code} {p.exit_reason}".strip(),
+             "started": age(p.started_at, now)}
+            for p in crawl.processes.order_by("-created_at")[:LIVE_PROCESSES]
+        ],
+        "pages": [
+            {"url": page.url, "status": page.status, "http_status": page.http_status or "-"}
+            for page in crawl.snapshots.order_by("-id")[:LIVE_PAGES]
+        ],
+    }
+
+
 def live(modeladmin, request):
     require(request, "view")
     ids = request.GET.getlist("id")[:LIVE_LIMIT]
     now = timezone.now()
-    crawls = Crawl.objects.filter(pk__in=ids)
-    return JsonResponse({"crawls": [live_row(crawl, now) for crawl in crawls]},
-                        headers={"Cache-Control": "no-store"})
+    crawls = list(Crawl.objects.filter(pk__in=ids))
+    rows = [live_row(crawl, now) for crawl in crawls]
+    if request.GET.get("detail") and len(crawls) == 1:
+        rows[0].update(live_detail(crawls[0], now))
+    return JsonResponse({"crawls": rows}, headers={"Cache-Control": "no-store"})
 
 
 # --- files and replay ----------------------------------------------------------------------

@@ -832,3 +832,14 @@ def test_model_names_are_spelled_right_in_the_admin(admin_client, busy_crawl):
     assert "Webhook deliveries" in index and "deliverys" not in index.lower()
     page = admin_client.get(reverse("admin:crawls_crawl_change", args=[busy_crawl.pk])).content.decode()
     assert "Processes" in page and "processs" not in page.lower()
+
+
+def test_a_crawl_s_page_shows_its_instances_and_newest_pages_live(admin_client, busy_crawl):
+    page = admin_client.get(reverse("admin:crawls_crawl_change", args=[busy_crawl.pk])).content.decode()
+    assert 'data-live-detail="' in page and "crawl-x-0" in page
+    response = admin_client.get(reverse("admin:crawls_crawl_live"), {"id": busy_crawl.pk, "detail": "1"})
+    (row,) = response.json()["crawls"]
+    assert [{**p, "started": "-"} for p in row["processes"]] == [
+        {"hostname": "crawl-x-0", "status": "running", "exit": "-", "started": "-"}]
+    assert [p["url"] for p in row["pages"]][:2] == ["https://example.com/page/119", "https://example.com/page/118"]
+    assert len(row["pages"]) == 10

@@ -283,8 +283,14 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
             "return t.scrollWidth <= t.clientWidth;"), "the list is wider than a 1,400 px window"
         shots.take("list-progress")
 
-        # Pause and resume from the crawl's buttons.
+        # The crawl's page refreshes its newest pages in place; pause and resume from its buttons.
         driver.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/change/")
+        driver.execute_script("window.__samePage = true;")
+        newest = '[data-live-table="pages"] tbody tr:first-child'
+        before = text_of(driver, newest)
+        wait_until(lambda: text_of(driver, newest) not in (before, ""), 30, "the newest pages to refresh")
+        assert driver.execute_script("return window.__samePage === true;")
+        shots.take("detail-live")
         press(driver, "pause")
         state = f'[data-crawl="{crawl_id}"][data-field="state"]'
         wait_until(lambda: text_of(driver, state) == "paused", 60, "the crawl to be paused")

@@ -29,13 +29,32 @@
     }
   }
 
+  // Rebuilds a table's body from rows of JSON (text only: nothing is parsed as HTML).
+  function fillTable(table, rows, keys) {
+    const body = table.querySelector("tbody");
+    body.replaceChildren();
+    for (const row of rows.length ? rows : [null]) {
+      const tr = body.insertRow();
+      if (!row) {
+        const td = tr.insertCell();
+        td.colSpan = keys.length;
+        td.textContent = "none yet";
+        continue;
+      }
+      for (const key of keys) {
+        tr.insertCell().textContent = String(row[key]);
+      }
+    }
+  }
+
   async function refresh() {
     const cells = marked();
     if (!cells.length) {
       return;
     }
     const ids = Array.from(new Set(cells.map((cell) => cell.dataset.crawl)));
-    const query = ids.map((id) => "id=" + encodeURIComponent(id)).join("&");
+    const detail = document.querySelector("[data-live-detail]");
+    const query = ids.map((id) => "id=" + encodeURIComponent(id)).join("&") + (detail ? "&detail=1" : "");
     const response = await fetch(cells[0].dataset.liveUrl + "?" + query, {
       credentials: "same-origin", headers: {Accept: "application/json"},
     });
@@ -48,6 +67,13 @@
       if (row) {
         show(cell, row);
       }
+    }
+    const row0 = detail && rows.get(detail.dataset.liveDetail);
+    if (row0) {
+      fillTable(detail.querySelector("[data-live-table=processes]"), row0.processes,
+                ["hostname", "status", "exit", "started"]);
+      fillTable(detail.querySelector("[data-live-table=pages]"), row0.pages,
+                ["url", "status", "http_status"]);
     }
     document.body.dataset.liveRefreshed = String(Date.now());
     const page = document.querySelector("[data-crawl-page]");
