@@ -127,37 +127,62 @@ def installation(data_dir):
 
 @pytest.fixture
 def admin_url(installation):
-    """The admin served by gunicorn with start.sh's options; its base URL."""
-    port = free_port()
-    gunicorn = Path(sys.executable).parent / "gunicorn"
+    """The admin served by gunicorn with start.sh's options; its base URL.
+
+    A free port can be taken by another process before gunicorn binds it (the machine is
+    shared): then gunicorn exits, and it is started again on another port.
+    """
+    server, log = None, open(installation.data_dir / "gunicorn.log", "w")  # noqa: SIM115
+    try:
+        for _ in range(3):
+            port = free_port()
+            server = start_gunicorn(installation, port, log)
+            if serving(server, port):
+                break
+            server.wait()
+        else:
+            pytest.fail(f"gunicorn did not start: {(installation.data_dir / 'gunicorn.log').read_text()[-2000:]}")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if server is not None and server.poll() is None:
+            server.terminate()
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        log.close()
+
+
+def start_gunicorn(installation, port: int, log) -> subprocess.Popen:
     run = installation.data_dir / "run"
     run.mkdir(exist_ok=True)
-    log = open(installation.data_dir / "gunicorn.log", "w")  # noqa: SIM115
-    server = subprocess.Popen(  # the command line of scripts/start.sh
-        [str(gunicorn), "archiver.wsgi:application", "--bind", f"127.0.0.1:{port}",
-         "--workers", "2", "--threads", "4", "--pid", str(run / "gunicorn.pid"),
+    return subprocess.Popen(  # the command line of scripts/start.sh
+        [str(Path(sys.executable).parent / "gunicorn"), "archiver.wsgi:application",
+         "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4",
+         "--pid", str(run / "gunicorn.pid"),
          "--access-logfile", str(run / "admin-access.log"),
          "--error-logfile", str(run / "admin-error.log")],
         cwd=ROOT, env=installation.env, stdout=log, stderr=subprocess.STDOUT,
     )
-    try:
-        wait_until(lambda: port_answers(port), 30, "gunicorn to listen")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
 
 
-def port_answers(port: int) -> bool:
+def serving(server: subprocess.Popen, port: int) -> bool:
+    """Wait until gunicorn serves the admin (True) or has exited (False)."""
+    wait_until(lambda: server.poll() is not None or serves_the_admin(port), 30,
+               "gunicorn to serve the admin")
+    return server.poll() is None
+
+
+def serves_the_admin(port: int) -> bool:
+    """True once this port answers with archiver's log-in page (not some other server)."""
+    import urllib.error
+    import urllib.request
+
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/login/", timeout=2) as page:
+            return b"archiver" in page.read(65536)
+    except (urllib.error.URLError, OSError):
         return False
 
 
