@@ -43,6 +43,7 @@ ENV = {
     "docker_timeout": "ARCHIVER_DOCKER_TIMEOUT",
     "local_crawler_command": "ARCHIVER_LOCAL_CRAWLER_COMMAND",
     "crawl_allow_networks": "ARCHIVER_CRAWL_ALLOW_NETWORKS",
+    "crawl_log_mb": "ARCHIVER_CRAWL_LOG_MB",
 }
 
 
@@ -77,6 +78,7 @@ class Settings(BaseModel):
     local_crawler_command: tuple[str, ...] = ()
     # CIDRs the crawl address policy opens for every crawl (docs/security.md); none by default.
     crawl_allow_networks: tuple[str, ...] = ()
+    crawl_log_mb: float = Field(default=10, gt=0, le=100_000, description="log kept per crawl, newest")
 
     @field_validator("data_dir")
     @classmethod

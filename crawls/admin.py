@@ -8,23 +8,27 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.forms.models import BaseInlineFormSet
-from django.urls import reverse
+from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
-from archiver.errors import ConfigError, NotAllowed
-from crawls import schedules, wake
+from archiver.errors import NotAllowed
+from crawls import admin_views, schedules, wake
+from crawls.admin_forms import ScheduleForm, TagsField, next_runs
+from crawls.admin_login import RateLimitedLoginForm
+from crawls.admin_views import BUTTONS, may
 from crawls.cli import age, duration
-from crawls.config import MAX_SIZE, CrawlConfig, human_size, parse_size
+from crawls.config import MAX_SIZE, human_size, parse_size
 from crawls.lease import db_now
 from crawls.models import (
+    ApiToken,
     Crawl,
     CrawlEvent,
-    CrawlFile,
     CrawlLog,
     CrawlStatus,
     Org,
@@ -32,8 +36,11 @@ from crawls.models import (
     Process,
     Schedule,
     Snapshot,
+    SnapshotStatus,
+    WebhookDelivery,
     month_start,
 )
+from crawls.reasons import reason_line
 
 INLINE_ROWS = 50  # a 100k-snapshot crawl must still render: inlines show the newest rows
 
@@ -82,15 +89,6 @@ class ProcessInline(ReadOnlyInline):
               "started_at", "ended_at")
 
 
-class CrawlFileInline(ReadOnlyInline):
-    model = CrawlFile
-    fields = ("path", "size_human", "sha256", "created_at")
-
-    @admin.display(description="size")
-    def size_human(self, obj):
-        return human_size(obj.size)
-
-
 class SnapshotInline(ReadOnlyInline):
     model = Snapshot
     fk_name = "crawl"
@@ -112,8 +110,11 @@ class CrawlEventInline(ReadOnlyInline):
 
 def crawl_action(method: str, done: str):
     """An admin action calling `crawl.<method>(now)` on each selected crawl."""
+    permission = BUTTONS[method][1]
 
     def action(modeladmin, request, queryset):
+        if not may(request, permission):  # also hidden from the menu; a forged POST ends here
+            raise PermissionDenied
         now = db_now()
         succeeded = 0
         for crawl in queryset.select_related("org"):
@@ -128,18 +129,63 @@ def crawl_action(method: str, done: str):
             modeladmin.message_user(request, f"{done}: {succeeded} crawl(s)", messages.SUCCESS)
 
     action.__name__ = f"{method}_crawls"
-    return admin.action(description=f"{method.capitalize()} selected crawls")(action)
+    return admin.action(description=f"{method.capitalize()} selected crawls",
+                        permissions=[permission])(action)
+
+
+def live_cell(crawl: Crawl, field: str, text: str, css: str = ""):
+    """A list or detail cell that crawls/static/crawls/live.js refreshes."""
+    return format_html(
+        '<span class="{}" data-crawl="{}" data-field="{}" data-live-url="{}" title="{}">{}</span>',
+        css, crawl.pk, field, reverse("admin:crawls_crawl_live"), text, text,
+    )
+
+
+def progress_cell(crawl: Crawl):
+    failed = f", {crawl.pages_failed} failed" if crawl.pages_failed else ""
+    return format_html(
+        '<span class="crawl-progress" data-crawl="{}" data-field="progress" data-live-url="{}">'
+        '<progress value="{}" max="{}" style="width:7em"></progress>'
+        '<span class="counts">{}/{}{}</span></span>',
+        crawl.pk, reverse("admin:crawls_crawl_live"), crawl.pages_done, max(crawl.pages_found, 1),
+        crawl.pages_done, crawl.pages_found, failed,
+    )
+
+
+def table_html(headers, rows, empty: str):
+    """A small read-only table for the crawl page (values are escaped)."""
+    if not rows:
+        return format_html('<span class="quiet">{}</span>', empty)
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    body = format_html_join("", "<tr>{}</tr>", (
+        (format_html_join("", "<td>{}</td>", ((cell,) for cell in row)),) for row in rows
+    ))
+    return format_html('<table class="crawl-table"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
+                       head, body)
+
+
+class CrawlTagsForm(forms.ModelForm):
+    """The one thing people edit on a crawl's page: its tags, typed as `weekly, news`."""
+
+    tags = TagsField(help_text="Comma-separated, for example: weekly, news.")
+
+    class Meta:
+        model = Crawl
+        fields = ("tags",)
 
 
 @admin.register(Crawl)
 class CrawlAdmin(admin.ModelAdmin):
-    list_display = ("short_id", "first_seed", "status", "intent", "progress", "size",
-                    "org", "age")
+    form = CrawlTagsForm
+    # Fits a 1,400 px window beside the filters: the org is a filter, not a column.
+    list_display = ("short_id", "first_seed", "state", "reason", "progress", "size",
+                    "running_time", "age")
     list_filter = ("status", "org")
     list_select_related = ("org",)
     search_fields = ("^id", "seeds")
     ordering = ("-created_at",)
     show_full_result_count = False
+    change_form_template = "admin/crawls/crawl/change_form.html"
     actions = [
         crawl_action("pause", "pause done or requested"),
         crawl_action("resume", "resumed"),
@@ -147,23 +193,64 @@ class CrawlAdmin(admin.ModelAdmin):
         crawl_action("cancel", "cancel done or requested"),
         crawl_action("retry", "queued again"),
     ]
-    inlines = (ProcessInline, CrawlFileInline, CrawlEventInline, CrawlLogInline, SnapshotInline)
+    inlines = (ProcessInline, CrawlEventInline, CrawlLogInline, SnapshotInline)
     fieldsets = (
-        (None, {"fields": ("id", "org", "seeds", "tags", "status", "intent", "stop_reason",
-                           "waiting_reason", "error")}),
-        ("Progress", {"fields": ("progress", "pages_failed", "size", "running_time",
+        (None, {"fields": ("id", "org", "seeds", "tags", "state", "stop_reason",
+                           "reason", "error")}),
+        ("Progress", {"fields": ("progress", "size", "running_time",
                                  "execution_time", "attempts", "scale", "snapshot_count")}),
+        ("Archive files", {"fields": ("files_table",)}),
+        ("Failed pages", {"fields": ("failed_pages",)}),
+        ("Webhook deliveries", {"classes": ("collapse",), "fields": ("deliveries",)}),
         ("Configuration", {"fields": ("config", "config_override")}),
         ("Times", {"fields": ("created_at", "started_at", "paused_at", "finished_at",
                               "progress_at", "updated_at")}),
         ("Lease", {"classes": ("collapse",),
                    "fields": ("retry_at", "lease_owner", "lease_token", "redis_db", "stalls")}),
     )
-    # People edit tags only; state and counters change through actions and the runner.
+    # People edit tags only; state and counters change through buttons and the runner.
     readonly_fields = tuple(
         field
         for _, options in fieldsets for field in options["fields"] if field != "tags"
     )
+
+    class Media:
+        css = {"all": ["crawls/admin.css"]}
+        js = ["crawls/live.js"]
+
+    def get_urls(self):
+        def view(function):
+            def wrapped(request, *args, **kwargs):
+                return function(self, request, *args, **kwargs)
+            return self.admin_site.admin_view(wrapped)
+
+        return [
+            path("live.json", view(admin_views.live), name="crawls_crawl_live"),
+            path("<str:pk>/press/<str:button>/", view(admin_views.press), name="crawls_crawl_press"),
+            path("<str:pk>/files/<int:file_pk>/<str:name>", view(admin_views.download),
+                 name="crawls_crawl_download"),
+            path("<str:pk>/replay/", view(admin_views.replay), name="crawls_crawl_replay"),
+            path("<str:pk>/replay.json", view(admin_views.replay_json), name="crawls_crawl_replay_json"),
+            path("<str:pk>/log/", view(admin_views.log_page), name="crawls_crawl_log"),
+            path("<str:pk>/edit/", view(admin_views.edit_crawl), name="crawls_crawl_edit"),
+            *super().get_urls(),
+        ]
+
+    def add_view(self, request, form_url="", extra_context=None):
+        return admin_views.add_crawl(self, request)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        crawl = Crawl.objects.filter(pk=object_id).first()
+        if crawl is not None:
+            extra_context = {
+                **(extra_context or {}), "crawl": crawl,
+                "buttons": admin_views.allowed_buttons(request, crawl),
+                "may_add": may(request, "add"),
+                "may_edit": may(request, "change") and admin_views.editable(crawl),
+                "has_files": crawl.files.exists(),
+                "live": admin_views.live_detail(crawl, timezone.now()),
+            }
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def get_actions(self, request):
         actions = super().get_actions(request)
@@ -171,10 +258,16 @@ class CrawlAdmin(admin.ModelAdmin):
         return actions
 
     def has_add_permission(self, request):
-        return False  # crawls are added with `archiver add` or by schedules
+        return may(request, "add")
 
     def has_delete_permission(self, request, obj=None):
-        return False  # retention removes finished crawls and their files together
+        # Django's own delete page would list every snapshot and leave the files behind;
+        # a crawl is deleted with its files by its "delete" button.
+        return False
+
+    def has_remove_permission(self, request, obj=None):
+        """Cancel (which discards files) and delete: the right to delete crawls."""
+        return may(request, "remove")
 
     @admin.display(description="id", ordering="id")
     def short_id(self, obj):
@@ -182,24 +275,36 @@ class CrawlAdmin(admin.ModelAdmin):
 
     @admin.display(description="seed")
     def first_seed(self, obj):
+        if not obj.seeds:
+            return "-"
         more = f" (+{len(obj.seeds) - 1})" if len(obj.seeds) > 1 else ""
-        return f"{obj.seeds[0]}{more}" if obj.seeds else "-"
+        return format_html('<span class="crawl-seed" title="{}">{}</span>{}',
+                           "\n".join(obj.seeds), obj.seeds[0], more)
 
-    @admin.display(description="pages done/found")
+    @admin.display(description="state", ordering="status")
+    def state(self, obj):
+        text = obj.status + (f" ({obj.intent} requested)" if obj.intent else "")
+        return live_cell(obj, "state", text, "crawl-state")
+
+    @admin.display(description="reason")
+    def reason(self, obj):
+        return live_cell(obj, "reason", reason_line(obj), "crawl-reason")
+
+    @admin.display(description="pages")
     def progress(self, obj):
-        return progress_html(obj.pages_done, obj.pages_found)
+        return progress_cell(obj)
 
     @admin.display(description="size", ordering="size_bytes")
     def size(self, obj):
-        return human_size(obj.size_bytes)
+        return live_cell(obj, "size", human_size(obj.size_bytes))
 
     @admin.display(description="age", ordering="created_at")
     def age(self, obj):
-        return age(obj.created_at, timezone.now())
+        return live_cell(obj, "age", age(obj.created_at, timezone.now()))
 
-    @admin.display(description="running time")
+    @admin.display(description="ran")
     def running_time(self, obj):
-        return duration(obj.elapsed_seconds)
+        return live_cell(obj, "running_time", duration(obj.elapsed_seconds))
 
     @admin.display(description="execution time")
     def execution_time(self, obj):
@@ -209,6 +314,29 @@ class CrawlAdmin(admin.ModelAdmin):
     def snapshot_count(self, obj):
         url = reverse("admin:crawls_snapshot_changelist") + "?" + urlencode({"crawl__id__exact": obj.pk})
         return format_html('{} (<a href="{}">all snapshots</a>)', obj.snapshots.count(), url)
+
+    @admin.display(description="files")
+    def files_table(self, obj):
+        rows = [
+            (format_html('<a href="{}" class="download">{}</a>', admin_views.download_url(f), f.path),
+             human_size(f.size), format_html('<code>{}</code>', f.sha256), f.created_at)
+            for f in obj.files.order_by("created_at")
+        ]
+        return table_html(("path (download)", "size", "sha256", "created"), rows, "none yet")
+
+    @admin.display(description=f"failed pages (newest {INLINE_ROWS})")
+    def failed_pages(self, obj):
+        pages = obj.snapshots.filter(status=SnapshotStatus.FAILED).order_by("-id")[:INLINE_ROWS]
+        rows = [(p.url, p.http_status or "-", p.error or "-") for p in pages]
+        return table_html(("URL", "HTTP", "error"), rows, "none")
+
+    @admin.display(description=f"deliveries (newest {INLINE_ROWS})")
+    def deliveries(self, obj):
+        shown = WebhookDelivery.objects.filter(event__crawl=obj).select_related("event").order_by("-id")
+        rows = [(d.event.name, d.webhook_id, d.status, d.attempts, d.last_status_code or "-",
+                 d.last_error or "-") for d in shown[:INLINE_ROWS]]
+        return table_html(("event", "webhook", "status", "attempts", "last HTTP status", "last error"),
+                          rows, "none")
 
 
 @admin.register(Snapshot)
@@ -306,45 +434,49 @@ class OrgAdmin(admin.ModelAdmin):
 # --- schedules -----------------------------------------------------------------------------
 
 
-class ScheduleForm(forms.ModelForm):
-    class Meta:
-        model = Schedule
-        fields = ("org", "cron", "config", "tags", "enabled")
-
-    def clean_cron(self):
-        try:
-            return schedules.check_cron(self.cleaned_data["cron"])
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from None
-
-    def clean_config(self):
-        config = self.cleaned_data["config"]
-        if not isinstance(config, dict):
-            raise forms.ValidationError("the config is a JSON object such as {\"seeds\": [\"https://...\"]}")
-        try:
-            return CrawlConfig.parse(**config).model_dump(mode="json")
-        except ConfigError as exc:
-            raise forms.ValidationError(str(exc)) from None
-
-    def clean_tags(self):
-        tags = self.cleaned_data["tags"]
-        if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
-            raise forms.ValidationError("tags are a JSON list of strings")
-        return tags
-
-
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
+    """A schedule is edited with the crawl form plus its cron expression."""
+
     form = ScheduleForm
     list_display = ("id", "cron", "first_seed", "org", "enabled", "retry_at", "last_crawl")
     list_filter = ("enabled", "org")
     list_select_related = ("org", "last_crawl")
-    readonly_fields = ("retry_at", "last_crawl", "created_at")
+    readonly_fields = ("next_run_times", "retry_at", "last_crawl", "created_at")
+    fieldsets = (
+        (None, {"fields": ("cron", "next_run_times", "enabled", "org", "tags")}),
+        ("Crawl", {"fields": ("seeds", "scope_type", "depth", "extra_hops", "page_limit",
+                              "size_limit", "time_limit", "include", "exclude", "workers",
+                              "scale", "user_agent", "use_robots")}),
+        ("State", {"fields": ("retry_at", "last_crawl", "created_at")}),
+    )
+
+    class Media:
+        css = {"all": ["crawls/admin.css"]}
+        js = ["crawls/tags.js"]
+
+    # A schedule queues crawls of whatever seeds it holds: adding or changing one is, in
+    # effect, adding crawls.
+    def has_add_permission(self, request):
+        return super().has_add_permission(request) and may(request, "add")
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and may(request, "add")
 
     @admin.display(description="seed")
     def first_seed(self, obj):
         seeds = obj.config.get("seeds") or ["-"]
-        return seeds[0]
+        return format_html('<span class="crawl-seed" title="{}">{}</span>', seeds[0], seeds[0])
+
+    @admin.display(description="next runs (UTC)")
+    def next_run_times(self, obj):
+        if not obj or not obj.pk:
+            return "shown once saved"
+        try:
+            slots = next_runs(obj.cron, db_now())
+        except ValueError as exc:
+            return str(exc)
+        return ", ".join(f"{slot:%Y-%m-%d %H:%M}" for slot in slots)
 
     def save_model(self, request, obj, form, change):
         # A schedule is due when retry_at <= now; NULL would hide an enabled one for ever.
@@ -356,7 +488,9 @@ class ScheduleAdmin(admin.ModelAdmin):
 
 
 from crawls import admin_webhooks  # noqa: E402, F401  registers Webhook and WebhookDelivery
-from crawls.models import ApiToken  # noqa: E402  (appended: the API's tokens)
+
+admin.site.login_form = RateLimitedLoginForm  # failed log-ins are limited per address and user
+
 
 
 @admin.register(ApiToken)
@@ -381,7 +515,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if secret:
             messages.warning(request, f"Token {obj.prefix}: {secret} (copy it now; it is not shown again)")
 
-    @admin.action(description="Revoke the selected tokens")
+    @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke_tokens(self, request, queryset):
         revoked = queryset.filter(revoked_at__isnull=True).update(revoked_at=db_now())
         messages.info(request, f"revoked {revoked} token(s)")

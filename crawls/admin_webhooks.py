@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 
 from archiver.errors import ConfigError, NotAllowed, WebhookRefused
 from crawls import ssrf, wake
@@ -74,8 +75,10 @@ class WebhookAdmin(admin.ModelAdmin):
         return obj.deliveries.filter(status=DeliveryStatus.FAILED).count()
 
 
-@admin.action(description="Replay the selected failed deliveries")
+@admin.action(description="Replay the selected failed deliveries", permissions=["replay"])
 def replay(modeladmin, request, queryset):
+    if not modeladmin.has_replay_permission(request):  # a forged POST ends here
+        raise PermissionDenied
     now = db_now()
     replayed = 0
     for delivery in queryset:
@@ -117,3 +120,7 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def has_replay_permission(self, request):
+        # Deliveries are read-only rows; replaying one changes it, so it needs the right to.
+        return request.user.has_perm("crawls.change_webhookdelivery")

@@ -267,6 +267,7 @@ class Crawl(Leased):
     paused_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     progress_at = models.DateTimeField(null=True, blank=True, help_text="Last time a page was done.")
+    log_bytes = models.PositiveBigIntegerField(default=0, help_text="Bytes of log lines kept (bounded).")
 
     objects = CrawlQuerySet.as_manager()
 
@@ -655,6 +656,22 @@ class Crawl(Leased):
             self.redis_db = None
         return bool(released)
 
+    def reconfigure(self, org: Org, config: CrawlConfig, tags, now: dt.datetime) -> None:
+        """Change the org, configuration and tags of a crawl that has not started yet.
+
+        The lease token moves on, so a runner that claimed it with the old configuration
+        cannot start it (its guarded updates fail) and reads it again.
+        """
+        fields = {"org": org, "seeds": config.seeds, "config": config.model_dump(mode="json"),
+                  "tags": list(tags), "scale": config.scale, "updated_at": now, "retry_at": now,
+                  "lease_owner": ""}
+        rows = Crawl.objects.filter(pk=self.pk, status__in=S.NOT_STARTED, started_at__isnull=True,
+                                    redis_db__isnull=True)
+        if not rows.update(**fields, lease_token=F("lease_token") + 1):
+            raise self._refuse("edit")
+        for name, value in fields.items():
+            setattr(self, name, value)
+
     # --- payloads --------------------------------------------------------------------
 
     def summary(self) -> dict:
@@ -870,9 +887,11 @@ class CrawlLog(models.Model):
     source = models.CharField(max_length=32, default="runner", help_text="runner, or crawler instance.")
     message = models.TextField()
     details = models.JSONField(default=dict, blank=True)
+    size = models.PositiveIntegerField(default=0, help_text="Bytes it counts in the crawl's log budget.")
 
     class Meta:
         ordering = ["crawl", "id"]
+        indexes = [models.Index(fields=["crawl", "id"], name="crawllog_crawl_id")]
 
     def __str__(self) -> str:
         return self.message[:80]
@@ -1049,6 +1068,7 @@ class WebhookDelivery(Leased):
 
     class Meta:
         ordering = ["id"]
+        verbose_name_plural = "webhook deliveries"
         indexes = [due_index("delivery")]
         constraints = [models.UniqueConstraint(fields=["webhook", "event"], name="delivery_once")]
 
@@ -1101,6 +1121,18 @@ class WebhookDelivery(Leased):
             raise NotAllowed(f"cannot replay delivery {self.pk}: it is {self.status}, not failed")
 
 
+class LoginFailure(models.Model):
+    """Failed admin log-ins for one (address, username) pair, to slow down password guessing."""
+
+    key = models.CharField(max_length=64, unique=True, help_text="sha256 of address and username.")
+    failures = models.PositiveIntegerField(default=0)
+    first_at = models.DateTimeField(help_text="The first failure of the current window.")
+    locked_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.failures} failures"
+
+
 def storage_in_progress(org: Org) -> int:
     """Bytes that active crawls of `org` hold beyond their kept files."""
     files = CrawlFile.objects.filter(crawl__org=org, crawl__status__in=S.ACTIVE).aggregate(n=Sum("size"))["n"] or 0
@@ -1110,7 +1142,7 @@ def storage_in_progress(org: Org) -> int:
 
 __all__ = [
     "FAR_FUTURE", "Crawl", "CrawlEvent", "CrawlMessage", "CrawlFile", "CrawlLog", "CrawlStatus", "DeliveryStatus",
-    "ExitReason", "Intent", "Org", "OrgUsage", "Process", "ProcessStatus", "RunnerRecord",
+    "ExitReason", "Intent", "LoginFailure", "Org", "OrgUsage", "Process", "ProcessStatus", "RunnerRecord",
     "Schedule", "Snapshot", "SnapshotStatus", "StopReason", "Webhook", "WebhookDelivery",
 ]
 

@@ -15,12 +15,11 @@ import logging
 import redis
 
 from archiver.errors import ArchiverError, EngineUnavailable, ImageMissing, LaunchError
-from crawls import quotas
+from crawls import crawl_logs, quotas
 from crawls.models import (
     DISK_PAUSE,
     Crawl,
     CrawlFile,
-    CrawlLog,
     CrawlStatus,
     ExitReason,
     Intent,
@@ -65,6 +64,8 @@ S = CrawlStatus
 ENGINE_RETRY = 2.0  # launch again this long after the engine did not answer
 IMAGE_RETRY = 10.0  # look for a missing crawler image again this often
 REDIS_RELAUNCH = 2.0  # an instance that exited because Redis was away is relaunched after this
+KEPT_LOG_LINES = 200  # of an exited instance's own log (within the crawl's log budget)
+LOG_LEVELS = ("DEBUG", "INFO", "WARN", "WARNING", "ERROR", "FATAL")
 MAX_DRAIN_BATCHES = 20  # per crawl per tick, so one busy crawl cannot starve the others
 ENGINE_WAIT = "waiting: Docker engine unreachable"
 REDIS_WAIT = "waiting: Redis unreachable"
@@ -147,12 +148,8 @@ def ingest(crawl: Crawl, pages: list[dict], errors: list[dict], now: dt.datetime
                            "error", "depth"],
         )
     if errors:
-        CrawlLog.objects.bulk_create([
-            CrawlLog(crawl_id=crawl.pk, created_at=now, level=str(e.get("logLevel", "error"))[:16],
-                     source=str(e.get("context", "crawler"))[:32],
-                     message=str(e.get("message", "")), details=e.get("details") or {})
-            for e in errors
-        ], batch_size=500)
+        # Bounded per crawl (ARCHIVER_CRAWL_LOG_MB): a chatty crawler costs at most that.
+        crawl_logs.keep_lines(crawl, ({"logLevel": "error", **e} for e in errors), now)
 
 
 def snapshot_from(crawl: Crawl, page: dict, now: dt.datetime,
@@ -254,7 +251,8 @@ def handle_exit(rt: Runtime, obs, held: Held, action: HandleExit) -> None:
     ref = rt.launcher.ref_of(process)
     tail = ""
     with contextlib.suppress(LaunchError):
-        tail = rt.launcher.log_tail(ref)
+        tail = rt.launcher.log_tail(ref, lines=KEPT_LOG_LINES)
+    keep_log(crawl, process, tail, now)
     keep_session(rt, crawl, process, now)
     if code is None:
         process.mark_lost(ExitReason.CRASH, tail, now)
@@ -279,6 +277,32 @@ def handle_exit(rt: Runtime, obs, held: Held, action: HandleExit) -> None:
     if reason == ExitReason.DISK and not crawl.intent:
         pause_for_disk(rt, obs, held, PauseForDisk(f"disk: crawler instance {process.hostname} "
                                                    f"ran out of disk space (exit {code})"))
+
+
+def keep_log(crawl: Crawl, process: Process, tail: str, now: dt.datetime) -> None:
+    """The crawler's own log lines (not only the errors it sent to Redis, which are kept
+    already): the end of its log, read when it exits. JSON lines (browsertrix-crawler's)
+    keep their fields; other lines are kept as text."""
+    entries = []
+    for line in tail.splitlines():
+        entry = parse_log_line(line)
+        if entry and str(entry.get("logLevel", "")).lower() not in ("error", "fatal"):
+            entries.append({**entry, "context": process.hostname[-32:]})
+    crawl_logs.keep_lines(crawl, entries, now)
+
+
+def parse_log_line(line: str) -> dict | None:
+    line = line.strip()
+    if not line:
+        return None
+    if line.startswith("{"):
+        with contextlib.suppress(ValueError):
+            value = json.loads(line)
+            if isinstance(value, dict):
+                return value
+    words = line.split(maxsplit=3)
+    level = next((w.lower() for w in words[:3] if w.upper() in LOG_LEVELS), "info")
+    return {"logLevel": level, "message": line}
 
 
 def keep_session(rt: Runtime, crawl: Crawl, process: Process, now: dt.datetime) -> None:

@@ -37,6 +37,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ crawler/pyproject.t
 fi
 
 "$PY" manage.py migrate --noinput -v0
+bash "$ROOT/scripts/replay-files.sh"  # ReplayWeb.page for the admin's Replay page (npm, checked)
 "$PY" manage.py collectstatic --noinput -v0
 "$PY" manage.py ensureadmin
 

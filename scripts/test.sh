@@ -39,6 +39,11 @@ install_system_packages() {
     command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
     command -v wget >/dev/null 2>&1 || missing+=(wget)
     command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+    # The admin's browser tests (tests/admin): Debian's Chromium and its WebDriver; npm
+    # fetches ReplayWeb.page (scripts/replay-files.sh).
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+    command -v npm >/dev/null 2>&1 || missing+=(npm)
     # Only needed to build the local base image; small, and saves a second apt-get update.
     if [[ -z ${ARCHIVER_BASE_IMAGE:-} ]] && ! command -v debootstrap >/dev/null 2>&1; then
         missing+=(debootstrap)
@@ -83,6 +88,9 @@ main() {
     install_system_packages
     phase "virtualenv"
     install_venv
+
+    phase "replay files"
+    bash scripts/replay-files.sh
 
     phase "docker engine"
     bash "$ENGINE" acquire $$

@@ -166,16 +166,15 @@ def form_of(page) -> dict[str, str]:
 def test_tags_are_the_only_thing_the_crawl_page_saves(admin_client, busy_crawl):
     url = reverse("admin:crawls_crawl_change", args=[busy_crawl.pk])
     form = form_of(admin_client.get(url))
-    form.update({"tags": '["weekly"]', "status": "complete", "pages_done": "999"})
+    form.update({"tags": "weekly, news", "status": "complete", "pages_done": "999"})
     response = admin_client.post(url, form)
     assert response.status_code == 302, response.content.decode()[:2000]
     busy_crawl.refresh_from_db()
-    assert busy_crawl.tags == ["weekly"]
+    assert busy_crawl.tags == ["weekly", "news"]
     assert (busy_crawl.status, busy_crawl.pages_done) == (S.RUNNING, 30)
 
 
-def test_crawls_cannot_be_added_or_deleted_in_the_admin(admin_client, busy_crawl):
-    assert admin_client.get(reverse("admin:crawls_crawl_add")).status_code == 403
+def test_django_s_own_delete_page_is_off_for_crawls(admin_client, busy_crawl):
     assert admin_client.get(reverse("admin:crawls_crawl_delete", args=[busy_crawl.pk])).status_code == 403
 
 
@@ -256,20 +255,27 @@ def test_an_org_quota_is_typed_with_units_and_cleared_with_an_empty_field(admin_
 
 def test_a_schedule_is_created_due_at_its_next_cron_time(admin_client, org):
     response = admin_client.post(reverse("admin:crawls_schedule_add"), {
-        "org": org.pk, "cron": "0 3 * * *", "config": '{"seeds": ["https://example.com/"]}',
-        "tags": "[]", "enabled": "on",
+        "org": org.pk, "cron": "0 3 * * *", "seeds": "https://example.com/\nhttps://example.org/",
+        "scope_type": "host", "size_limit": "2GiB", "time_limit": "2h", "tags": "nightly",
+        "enabled": "on",
     })
     assert response.status_code == 302, response.content.decode()[:3000]
     schedule = Schedule.objects.get()
-    assert schedule.config["scope_type"] == "prefix"  # validated and filled in
+    assert schedule.config == CrawlConfig.parse(
+        seeds=["https://example.com/", "https://example.org/"], scope_type="host",
+        size_limit=2**31, time_limit=7200).model_dump(mode="json")
+    assert schedule.tags == ["nightly"]
     assert schedule.retry_at > timezone.now()
     assert (schedule.retry_at.hour, schedule.retry_at.minute) == (3, 0)
     assert admin_client.get(reverse("admin:crawls_schedule_changelist")).status_code == 200
+    page = admin_client.get(reverse("admin:crawls_schedule_change", args=[schedule.pk])).content.decode()
+    assert "Next runs (UTC)" in page and "03:00," in page  # the next run times
+    assert "https://example.org/" in page and 'value="2GiB"' in page and 'value="2h"' in page
 
 
 def test_a_schedule_with_a_bad_cron_or_config_is_refused(admin_client, org):
     response = admin_client.post(reverse("admin:crawls_schedule_add"), {
-        "org": org.pk, "cron": "every day", "config": '{"seeds": ["ftp://x"]}', "tags": "[]",
+        "org": org.pk, "cron": "every day", "seeds": "ftp://x", "scope_type": "prefix",
     })
     html = response.content.decode()
     assert response.status_code == 200
@@ -303,3 +309,537 @@ def test_a_crawl_with_100k_snapshots_still_renders_quickly(admin_client, make_cr
     assert len(shown) == INLINE_ROWS
     assert "https://example.com/n/99999" in shown
     assert elapsed < 5, f"the change page took {elapsed:.1f}s"
+
+
+# --- permissions (issue 10 §6) -------------------------------------------------------------
+
+
+@pytest.fixture
+def viewer_client(client):
+    """A staff user who may look at everything and change nothing."""
+    from django.contrib.auth.models import Permission
+
+    viewer = User.objects.create_user("viewer", password="a-long-passphrase-1", is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(codename__startswith="view_"))
+    client.force_login(viewer)
+    return client
+
+
+@pytest.mark.parametrize("action", ["pause_crawls", "resume_crawls", "stop_crawls", "cancel_crawls",
+                                    "retry_crawls"])
+def test_a_view_only_user_can_run_no_crawl_action(viewer_client, make_crawl, nudges, action):
+    crawls = [make_crawl(status) for status in (S.QUEUED, S.PAUSED, S.FAILED)]
+    before = [(c.status, c.intent, c.attempts) for c in crawls]
+    page = viewer_client.get(reverse("admin:crawls_crawl_changelist"))
+    assert page.status_code == 200
+    assert f'value="{action}"' not in page.content.decode()  # not offered
+    response = run_action(viewer_client, action, *crawls)
+    assert response.status_code in (200, 403)
+    for crawl in crawls:
+        crawl.refresh_from_db()
+    assert [(c.status, c.intent, c.attempts) for c in crawls] == before
+    assert nudges == []
+
+
+def test_changing_crawls_does_not_allow_canceling_them(client, make_crawl, nudges):
+    from django.contrib.auth.models import Permission
+
+    clerk = User.objects.create_user("clerk", password="a-long-passphrase-1", is_staff=True)
+    clerk.user_permissions.set(Permission.objects.filter(codename__in=["view_crawl", "change_crawl"]))
+    client.force_login(clerk)
+    crawl = make_crawl(S.PAUSED, started_at=timezone.now())
+    run_action(client, "cancel_crawls", crawl)
+    crawl.refresh_from_db()
+    assert crawl.intent == ""
+    run_action(client, "stop_crawls", crawl)
+    crawl.refresh_from_db()
+    assert crawl.intent == "stop"
+
+
+def test_a_view_only_user_cannot_edit_tags(viewer_client, busy_crawl):
+    url = reverse("admin:crawls_crawl_change", args=[busy_crawl.pk])
+    response = viewer_client.post(url, {"tags": '["x"]'})
+    assert response.status_code == 403
+    busy_crawl.refresh_from_db()
+    assert busy_crawl.tags == []
+
+
+def test_a_view_only_user_cannot_replay_a_failed_delivery(viewer_client, busy_crawl, nudges):
+    from crawls.models import DeliveryStatus, Webhook, WebhookDelivery
+
+    hook = Webhook.objects.create(url="https://hooks.example/x", secret="s" * 20)
+    delivery = WebhookDelivery.objects.create(webhook=hook, event=busy_crawl.events.get(),
+                                              status=DeliveryStatus.FAILED)
+    url = reverse("admin:crawls_webhookdelivery_changelist")
+    assert 'value="replay"' not in viewer_client.get(url).content.decode()
+    viewer_client.post(url, {"action": "replay", "_selected_action": [delivery.pk]})
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.FAILED
+    assert nudges == []
+
+
+def test_a_superuser_still_replays_a_failed_delivery(admin_client, busy_crawl, nudges):
+    from crawls.models import DeliveryStatus, Webhook, WebhookDelivery
+
+    hook = Webhook.objects.create(url="https://hooks.example/x", secret="s" * 20)
+    delivery = WebhookDelivery.objects.create(webhook=hook, event=busy_crawl.events.get(),
+                                              status=DeliveryStatus.FAILED)
+    admin_client.post(reverse("admin:crawls_webhookdelivery_changelist"),
+                      {"action": "replay", "_selected_action": [delivery.pk]})
+    delivery.refresh_from_db()
+    assert delivery.status == DeliveryStatus.PENDING
+
+
+def test_adding_a_schedule_needs_the_right_to_add_crawls(client, org):
+    from django.contrib.auth.models import Permission
+
+    planner = User.objects.create_user("planner", password="a-long-passphrase-1", is_staff=True)
+    planner.user_permissions.set(Permission.objects.filter(codename__endswith="_schedule"))
+    client.force_login(planner)
+    form = {"org": org.pk, "cron": "0 3 * * *", "seeds": "https://example.com/",
+            "scope_type": "prefix", "enabled": "on"}
+    assert client.post(reverse("admin:crawls_schedule_add"), form).status_code == 403
+    assert not Schedule.objects.exists()
+
+
+# --- log-in ----------------------------------------------------------------------------------
+
+
+def log_in(client, password: str):
+    return client.post(reverse("admin:login"), {"username": "boss", "password": password,
+                                                "next": "/admin/"})
+
+
+def test_repeated_failed_log_ins_lock_the_user_out_from_that_address(client):
+    from crawls.admin_login import MAX_FAILURES
+
+    User.objects.create_user("boss", password="the-right-passphrase", is_staff=True)
+    for _ in range(MAX_FAILURES):
+        assert log_in(client, "wrong guess").status_code == 200
+    refused = log_in(client, "the-right-passphrase")
+    assert refused.status_code == 200
+    assert "Too many failed log-ins" in refused.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+def test_a_successful_log_in_clears_earlier_failures(client):
+    from crawls.admin_login import MAX_FAILURES
+    from crawls.models import LoginFailure
+
+    User.objects.create_user("boss", password="the-right-passphrase", is_staff=True)
+    for _ in range(MAX_FAILURES - 1):
+        log_in(client, "wrong guess")
+    assert log_in(client, "the-right-passphrase").status_code == 302
+    assert not LoginFailure.objects.exists()
+
+
+def test_the_lock_out_ends_after_its_time(client):
+    import datetime as dt
+
+    from crawls.admin_login import MAX_FAILURES
+    from crawls.models import LoginFailure
+
+    User.objects.create_user("boss", password="the-right-passphrase", is_staff=True)
+    for _ in range(MAX_FAILURES):
+        log_in(client, "wrong guess")
+    LoginFailure.objects.update(locked_until=timezone.now() - dt.timedelta(seconds=1),
+                                first_at=timezone.now() - dt.timedelta(hours=1))
+    assert log_in(client, "the-right-passphrase").status_code == 302
+
+
+@pytest.mark.parametrize("password", ["short-pw", "123456789012345", "password1234", "boss-boss-boss"])
+def test_weak_passwords_are_refused(password):
+    from django.contrib.auth.password_validation import validate_password
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError):
+        validate_password(password, User(username="boss-boss-boss"))
+
+
+# --- the crawl form ----------------------------------------------------------------------------
+
+
+def crawl_form(org, **values) -> dict:
+    form = {"seeds": "https://example.com/", "org": org.pk, "scope_type": "prefix", "depth": "-1",
+            "extra_hops": "0", "workers": "1", "scale": "1", "tags": ""}
+    form.update(values)
+    return form
+
+
+def test_a_crawl_added_through_the_form_is_queued_and_wakes_the_runner(admin_client, org, nudges):
+    response = admin_client.post(reverse("admin:crawls_crawl_add"), crawl_form(
+        org, seeds="https://a.example/\n\n  https://b.example/x  \n", scope_type="host", depth="2",
+        page_limit="50", size_limit="500MB", time_limit="2h", include="a\\.example/.*\n",
+        exclude="\\.pdf$\n/private/", workers="2", scale="2", user_agent="MyBot/1.0",
+        use_robots="on", tags="weekly, news",
+    ))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    crawl = Crawl.objects.get()
+    assert response["Location"] == reverse("admin:crawls_crawl_change", args=[crawl.pk])
+    assert crawl.config == CrawlConfig.parse(
+        seeds=["https://a.example/", "https://b.example/x"], scope_type="host", depth=2,
+        page_limit=50, size_limit=500 * 10**6, time_limit=7200, include=["a\\.example/.*"],
+        exclude=["\\.pdf$", "/private/"], workers=2, scale=2, user_agent="MyBot/1.0",
+        use_robots=True,
+    ).model_dump(mode="json")
+    assert (crawl.status, crawl.org, crawl.tags, crawl.scale) == (S.QUEUED, org, ["weekly", "news"], 2)
+    assert nudges == [True]
+
+
+def cli_refusal(*args) -> str:
+    """The message `archiver add` gives for these arguments, without its option prefix."""
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError) as refused:
+        call_command("add", *args)
+    return str(refused.value).split(": ", 1)[-1] if str(refused.value).startswith("--") else str(refused.value)
+
+
+@pytest.mark.parametrize(("field", "value", "cli_args"), [
+    ("seeds", "ftp://example.com/", ["ftp://example.com/"]),
+    ("depth", "5000", ["https://example.com/", "--depth", "5000"]),
+    ("workers", "0", ["https://example.com/", "--workers", "0"]),
+    ("include", "(unclosed", ["https://example.com/", "--include", "(unclosed"]),
+])
+def test_the_form_refuses_what_the_cli_refuses_in_the_same_words(admin_client, org, field, value,
+                                                                 cli_args):
+    import html
+
+    message = cli_refusal(*cli_args)
+    response = admin_client.post(reverse("admin:crawls_crawl_add"), crawl_form(org, **{field: value}))
+    assert response.status_code == 200
+    page = html.unescape(response.content.decode())
+    assert message.split(": ")[-1] in page
+    if field == "seeds":  # the CLI names no option for seeds: the very same line
+        assert f'<ul class="errorlist" id="id_seeds_error"><li>{message}</li>' in page
+    assert not Crawl.objects.exists()
+
+
+@pytest.mark.parametrize(("field", "value", "words"), [
+    ("size_limit", "lots", "is not a size"),
+    ("time_limit", "soon", "is not a duration"),
+    ("depth", "two", "is not a whole number"),
+    ("tags", "x" * 101, "a tag is 1 to 100 characters"),
+])
+def test_the_form_reads_values_with_the_cli_s_parsers(admin_client, org, field, value, words):
+    response = admin_client.post(reverse("admin:crawls_crawl_add"), crawl_form(org, **{field: value}))
+    assert response.status_code == 200
+    assert words in response.content.decode()
+    assert not Crawl.objects.exists()
+
+
+def test_run_again_fills_the_form_with_a_finished_crawl_s_configuration(admin_client, make_crawl, nudges):
+    done = make_crawl(S.COMPLETE, url="https://again.example/")
+    Crawl.objects.filter(pk=done.pk).update(tags=["weekly"], config={**done.config, "size_limit": 2**30})
+    page = admin_client.get(reverse("admin:crawls_crawl_add"), {"from": done.pk}).content.decode()
+    form = form_of_named(page)
+    assert form["seeds"].strip() == "https://again.example/"
+    assert (form["size_limit"], form["page_limit"], form["tags"]) == ("1GiB", "100", "weekly")
+    response = admin_client.post(reverse("admin:crawls_crawl_add"), {**form, "org": done.org_id,
+                                                                      "scope_type": "prefix"})
+    assert response.status_code == 302
+    again = Crawl.objects.exclude(pk=done.pk).get()
+    assert again.config == {**done.config, "size_limit": 2**30}
+    assert again.tags == ["weekly"]
+
+
+def form_of_named(html: str) -> dict[str, str]:
+    parser = FormInputs()
+    parser.feed(html)
+    return {name: value for name, value in parser.data.items() if name != "csrfmiddlewaretoken"}
+
+
+def test_a_view_only_user_cannot_add_a_crawl(viewer_client, org):
+    assert viewer_client.get(reverse("admin:crawls_crawl_add")).status_code == 403
+    assert viewer_client.post(reverse("admin:crawls_crawl_add"), crawl_form(org)).status_code == 403
+    assert not Crawl.objects.exists()
+
+
+# --- buttons -----------------------------------------------------------------------------------
+
+
+def press(client, crawl, button):
+    return client.post(reverse("admin:crawls_crawl_press", args=[crawl.pk, button]))
+
+
+def test_the_crawl_page_offers_the_buttons_its_state_allows(admin_client, make_crawl):
+    running = make_crawl(S.RUNNING, started_at=timezone.now())
+    page = admin_client.get(reverse("admin:crawls_crawl_change", args=[running.pk])).content.decode()
+    assert all(f"crawl-button-{b}" in page for b in ("pause", "stop", "cancel"))
+    assert "crawl-button-resume" not in page and "crawl-button-delete" not in page
+    done = make_crawl(S.COMPLETE, pages_failed=2)
+    page = admin_client.get(reverse("admin:crawls_crawl_change", args=[done.pk])).content.decode()
+    assert all(f"crawl-button-{b}" in page for b in ("retry_failed", "delete"))
+    assert "Run again" in page and "crawl-button-pause" not in page
+
+
+def test_buttons_pause_and_resume_a_crawl(admin_client, make_crawl, nudges):
+    crawl = make_crawl(S.QUEUED)
+    assert press(admin_client, crawl, "pause").status_code == 302
+    crawl.refresh_from_db()
+    assert crawl.status == S.PAUSED
+    press(admin_client, crawl, "resume")
+    crawl.refresh_from_db()
+    assert crawl.status == S.QUEUED
+    assert nudges == [True, True]
+
+
+def test_a_refused_button_says_why_and_changes_nothing(admin_client, make_crawl, nudges):
+    crawl = make_crawl(S.COMPLETE)
+    response = admin_client.post(reverse("admin:crawls_crawl_press", args=[crawl.pk, "resume"]), follow=True)
+    assert f"cannot resume crawl {crawl.short_id}: it is complete" in response.content.decode().lower()
+    assert nudges == []
+
+
+def test_retry_failed_pages_queues_the_crawl_for_its_failed_pages(admin_client, make_crawl, nudges):
+    from crawls.models import SnapshotStatus
+
+    crawl = make_crawl(S.COMPLETE, pages_failed=1, finished_at=timezone.now())
+    Snapshot.objects.create(crawl=crawl, url="https://example.com/broken", status=SnapshotStatus.FAILED,
+                            error="net::ERR_CONNECTION_RESET")
+    page = admin_client.get(reverse("admin:crawls_crawl_change", args=[crawl.pk])).content.decode()
+    assert "https://example.com/broken" in page and "net::ERR_CONNECTION_RESET" in page
+    press(admin_client, crawl, "retry_failed")
+    crawl.refresh_from_db()
+    assert (crawl.status, crawl.config_override["seeds"]) == (S.QUEUED, ["https://example.com/broken"])
+
+
+@pytest.mark.parametrize("button", ["pause", "resume", "stop", "cancel", "retry", "retry_failed", "delete"])
+def test_a_view_only_user_is_refused_every_button(viewer_client, make_crawl, button, nudges):
+    crawl = make_crawl(S.PAUSED, started_at=timezone.now())
+    before = Crawl.objects.filter(pk=crawl.pk).values().get()
+    assert press(viewer_client, crawl, button).status_code == 403
+    assert Crawl.objects.filter(pk=crawl.pk).values().get() == before
+    assert nudges == []
+
+
+# --- live ----------------------------------------------------------------------------------------
+
+
+def test_the_live_endpoint_reports_progress_for_the_crawls_asked(viewer_client, busy_crawl, make_crawl):
+    other = make_crawl(S.COMPLETE, stop_reason="page_limit")
+    response = viewer_client.get(reverse("admin:crawls_crawl_live"), {"id": [busy_crawl.pk, other.pk]})
+    assert response.status_code == 200
+    rows = {row["id"]: row for row in response.json()["crawls"]}
+    assert rows[busy_crawl.pk] | {"age": "-"} == rows[busy_crawl.pk] | {
+        "status": "running", "pages_done": 30, "pages_found": 80, "size": "5.0 MB", "age": "-"}
+    assert rows[other.pk]["reason"] == "its page limit was reached"
+
+
+def test_the_live_endpoint_needs_a_log_in_and_the_right_to_view(client, busy_crawl):
+    url = reverse("admin:crawls_crawl_live")
+    assert client.get(url, {"id": busy_crawl.pk}).status_code == 302
+    User.objects.create_user("clerk", password="a-long-passphrase-1", is_staff=True)
+    client.login(username="clerk", password="a-long-passphrase-1")
+    assert client.get(url, {"id": busy_crawl.pk}).status_code == 403
+
+
+def test_the_list_marks_live_cells_and_cuts_long_seeds_with_the_full_url_on_hover(admin_client, make_crawl):
+    long_seed = "https://example.com/" + "a" * 5000
+    crawl = make_crawl(S.RUNNING, url=long_seed, waiting_reason="waiting: no room on this host")
+    page = admin_client.get(reverse("admin:crawls_crawl_changelist")).content.decode()
+    assert f'class="crawl-seed" title="{long_seed}"' in page
+    assert f'data-crawl="{crawl.pk}" data-field="state"' in page
+    assert "waiting: no room on this host" in page
+    assert "crawls/live.js" in page and "crawls/admin.css" in page
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    from archiver.conf import Settings
+
+    root = tmp_path / "data"
+    root.mkdir()
+    settings = Settings(data_dir=root)
+    monkeypatch.setattr("archiver.conf.get", lambda: settings)
+    return root
+
+
+@pytest.fixture
+def archived(data_dir, make_crawl):
+    """A complete crawl with one WACZ of 1,000 known bytes on disk."""
+    import hashlib
+
+    crawl = make_crawl(S.COMPLETE, finished_at=timezone.now())
+    body = bytes(range(256)) * 3 + b"x" * 232
+    relative = f"archives/{crawl.id}/{crawl.id}-0.wacz"
+    (data_dir / relative).parent.mkdir(parents=True)
+    (data_dir / relative).write_bytes(body)
+    crawl_file = CrawlFile.objects.create(crawl=crawl, path=relative, size=len(body),
+                                          sha256=hashlib.sha256(body).hexdigest())
+    Org.objects.filter(pk=crawl.org_id).update(bytes_stored=5000)
+    return crawl, crawl_file, body
+
+
+def download_url(crawl_file) -> str:
+    from crawls.admin_views import download_url
+
+    return download_url(crawl_file)
+
+
+def test_a_wacz_downloads_whole_with_its_type_and_length(admin_client, archived):
+    crawl, crawl_file, body = archived
+    response = admin_client.get(download_url(crawl_file))
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == body
+    assert response["Content-Type"] == "application/wacz"
+    assert response["Content-Length"] == "1000"
+    assert response["Accept-Ranges"] == "bytes"
+    assert "attachment" in response["Content-Disposition"]
+
+
+@pytest.mark.parametrize(("header", "first", "last"), [
+    ("bytes=0-99", 0, 99), ("bytes=990-", 990, 999), ("bytes=-10", 990, 999), ("bytes=500-5000", 500, 999),
+])
+def test_a_wacz_answers_range_requests(admin_client, archived, header, first, last):
+    crawl, crawl_file, body = archived
+    response = admin_client.get(download_url(crawl_file), headers={"Range": header})
+    assert response.status_code == 206
+    assert b"".join(response.streaming_content) == body[first:last + 1]
+    assert response["Content-Range"] == f"bytes {first}-{last}/1000"
+    assert response["Content-Length"] == str(last - first + 1)
+    assert response["Content-Type"] == "application/wacz"
+
+
+def test_an_unsatisfiable_range_is_416(admin_client, archived):
+    response = admin_client.get(download_url(archived[1]), headers={"Range": "bytes=1000-"})
+    assert response.status_code == 416
+    assert response["Content-Range"] == "bytes */1000"
+
+
+def test_downloads_need_a_log_in_and_the_right_to_view(client, archived):
+    assert client.get(download_url(archived[1])).status_code == 302
+    User.objects.create_user("clerk", password="a-long-passphrase-1", is_staff=True)
+    client.login(username="clerk", password="a-long-passphrase-1")
+    assert client.get(download_url(archived[1])).status_code == 403
+
+
+def test_a_file_record_pointing_through_a_link_is_not_served(admin_client, archived, data_dir, tmp_path):
+    crawl, crawl_file, body = archived
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    path = data_dir / crawl_file.path
+    path.unlink()
+    path.symlink_to(secret)
+    assert admin_client.get(download_url(crawl_file)).status_code == 404
+
+
+def test_replay_loads_the_wacz_through_the_download_url(admin_client, archived):
+    crawl, crawl_file, body = archived
+    page = admin_client.get(reverse("admin:crawls_crawl_replay", args=[crawl.pk])).content.decode()
+    assert f'source="http://testserver{download_url(crawl_file)}"' in page
+    assert download_url(crawl_file).endswith(".wacz")
+    assert 'replayBase="/static/crawls/replay/"' in page
+    assert f'url="{crawl.seeds[0]}"' in page
+
+
+def test_several_wacz_files_replay_as_one_multi_wacz_package(admin_client, archived):
+    crawl, crawl_file, body = archived
+    second = CrawlFile.objects.create(crawl=crawl, path=f"archives/{crawl.id}/b.wacz", size=1, sha256="cd" * 32)
+    page = admin_client.get(reverse("admin:crawls_crawl_replay", args=[crawl.pk])).content.decode()
+    package_url = reverse("admin:crawls_crawl_replay_json", args=[crawl.pk])
+    assert f'source="http://testserver{package_url}"' in page and package_url.endswith(".json")
+    package = admin_client.get(package_url).json()
+    assert package["profile"] == "multi-wacz-package"
+    assert [r["path"] for r in package["resources"]] == [
+        f"http://testserver{download_url(crawl_file)}", f"http://testserver{download_url(second)}"]
+    assert package["resources"][0]["hash"] == f"sha256:{crawl_file.sha256}"
+
+
+def test_deleting_a_finished_crawl_removes_its_files_and_rows(admin_client, archived, data_dir):
+    crawl, crawl_file, body = archived
+    (data_dir / "crawls" / crawl.id / "collections").mkdir(parents=True)
+    response = press(admin_client, crawl, "delete")
+    assert response.status_code == 302
+    assert not Crawl.objects.filter(pk=crawl.pk).exists()
+    assert not (data_dir / crawl_file.path).exists()
+    assert not (data_dir / "archives" / crawl.id).exists()
+    assert not (data_dir / "crawls" / crawl.id).exists()
+    assert Org.objects.get(pk=crawl.org_id).bytes_stored == 4000
+
+
+def test_an_active_crawl_is_not_deleted(admin_client, make_crawl, data_dir):
+    crawl = make_crawl(S.RUNNING)
+    response = admin_client.post(reverse("admin:crawls_crawl_press", args=[crawl.pk, "delete"]), follow=True)
+    assert "cannot delete crawl" in response.content.decode().lower()
+    assert Crawl.objects.filter(pk=crawl.pk).exists()
+
+
+def test_the_log_page_is_paginated_newest_first(admin_client, make_crawl):
+    from crawls.admin_views import LOG_PAGE
+
+    crawl = make_crawl(S.RUNNING)
+    CrawlLog.objects.bulk_create(CrawlLog(crawl=crawl, message=f"line {n}") for n in range(LOG_PAGE + 5))
+    url = reverse("admin:crawls_crawl_log", args=[crawl.pk])
+    first = admin_client.get(url).content.decode()
+    assert f"line {LOG_PAGE + 4}<" in first and "line 4<" not in first
+    second = admin_client.get(url, {"page": 2}).content.decode()
+    assert "line 4<" in second and "line 0<" in second
+
+
+# --- editing a crawl that has not started ------------------------------------------------------
+
+
+def test_a_queued_crawl_is_edited_with_the_crawl_form(admin_client, make_crawl, org, nudges):
+    crawl = make_crawl(S.QUEUED)
+    page = admin_client.get(reverse("admin:crawls_crawl_change", args=[crawl.pk])).content.decode()
+    assert "crawl-button-edit" in page
+    url = reverse("admin:crawls_crawl_edit", args=[crawl.pk])
+    form = form_of_named(admin_client.get(url).content.decode())
+    assert form["seeds"].strip() == "https://example.com/" and form["page_limit"] == "100"
+    form.update({"seeds": "https://other.example/", "org": org.pk, "scope_type": "host",
+                 "tags": "edited", "scale": "2"})
+    assert admin_client.post(url, form).status_code == 302
+    crawl.refresh_from_db()
+    assert (crawl.seeds, crawl.config["scope_type"], crawl.tags, crawl.scale, crawl.status) == (
+        ["https://other.example/"], "host", ["edited"], 2, S.QUEUED)
+    assert nudges == [True]
+
+
+def test_a_started_crawl_cannot_be_edited(admin_client, make_crawl, org, nudges):
+    crawl = make_crawl(S.RUNNING, started_at=timezone.now())
+    page = admin_client.get(reverse("admin:crawls_crawl_change", args=[crawl.pk])).content.decode()
+    assert "crawl-button-edit" not in page
+    url = reverse("admin:crawls_crawl_edit", args=[crawl.pk])
+    response = admin_client.post(url, crawl_form(org, seeds="https://other.example/"), follow=True)
+    assert f"cannot edit crawl {crawl.short_id}: it is running" in response.content.decode().lower()
+    crawl.refresh_from_db()
+    assert crawl.seeds == ["https://example.com/"]
+    assert nudges == []
+
+
+def test_editing_takes_the_crawl_back_from_a_runner_that_claimed_it(make_crawl, org):
+    crawl = make_crawl(S.QUEUED, lease_owner="runner-1", lease_token=7)
+    crawl.reconfigure(org, CrawlConfig(seeds=["https://other.example/"]), [], timezone.now())
+    crawl.refresh_from_db()
+    assert (crawl.lease_owner, crawl.lease_token) == ("", 8)
+
+
+def test_a_view_only_user_cannot_edit_a_crawl(viewer_client, make_crawl, org):
+    crawl = make_crawl(S.QUEUED)
+    url = reverse("admin:crawls_crawl_edit", args=[crawl.pk])
+    assert viewer_client.post(url, crawl_form(org, seeds="https://other.example/")).status_code == 403
+    crawl.refresh_from_db()
+    assert crawl.seeds == ["https://example.com/"]
+
+
+def test_model_names_are_spelled_right_in_the_admin(admin_client, busy_crawl):
+    index = admin_client.get(reverse("admin:index")).content.decode()
+    assert "Webhook deliveries" in index and "deliverys" not in index.lower()
+    page = admin_client.get(reverse("admin:crawls_crawl_change", args=[busy_crawl.pk])).content.decode()
+    assert "Processes" in page and "processs" not in page.lower()
+
+
+def test_a_crawl_s_page_shows_its_instances_and_newest_pages_live(admin_client, busy_crawl):
+    page = admin_client.get(reverse("admin:crawls_crawl_change", args=[busy_crawl.pk])).content.decode()
+    assert 'data-live-detail="' in page and "crawl-x-0" in page
+    response = admin_client.get(reverse("admin:crawls_crawl_live"), {"id": busy_crawl.pk, "detail": "1"})
+    (row,) = response.json()["crawls"]
+    assert [{**p, "started": "-"} for p in row["processes"]] == [
+        {"hostname": "crawl-x-0", "status": "running", "exit": "-", "started": "-"}]
+    assert [p["url"] for p in row["pages"]][:2] == ["https://example.com/page/119", "https://example.com/page/118"]
+    assert len(row["pages"]) == 10

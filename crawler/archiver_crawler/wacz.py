@@ -136,6 +136,8 @@ def build_wacz(collection_dir: Path, collection: str, main_page: str | None = No
         index = Path(tmp) / "index.cdxj"
         write_index(index, sizes, Path(tmp))
         partial = Path(tmp) / "out.wacz"
+        # Every entry is stored, not deflated: replay tools (ReplayWeb.page) read a WACZ's
+        # members by byte range from its central directory, which needs them uncompressed.
         with zipfile.ZipFile(partial, "w", allowZip64=True) as zf:
             resources = []
             for warc, size in sizes.items():
@@ -143,12 +145,12 @@ def build_wacz(collection_dir: Path, collection: str, main_page: str | None = No
                     resources.append(_pack(zf, _Limited(fh, size), f"archive/{warc.name}",
                                            zipfile.ZIP_STORED))
             with open(index, "rb") as fh:
-                resources.append(_pack(zf, fh, "indexes/index.cdxj", zipfile.ZIP_DEFLATED))
+                resources.append(_pack(zf, fh, "indexes/index.cdxj", zipfile.ZIP_STORED))
             for name in ("pages.jsonl", "extraPages.jsonl"):
                 pages = collection_dir / "pages" / name
                 if pages.exists():
                     resources.append(_pack(zf, io.BytesIO(_whole_lines(pages)),
-                                           f"pages/{name}", zipfile.ZIP_DEFLATED))
+                                           f"pages/{name}", zipfile.ZIP_STORED))
             package = {
                 "profile": "data-package",
                 "resources": resources,
@@ -160,11 +162,11 @@ def build_wacz(collection_dir: Path, collection: str, main_page: str | None = No
             if main_page:
                 package["mainPageURL"] = main_page
             package_bytes = json.dumps(package, indent=2).encode()
-            zf.writestr("datapackage.json", package_bytes, compress_type=zipfile.ZIP_DEFLATED)
+            zf.writestr("datapackage.json", package_bytes, compress_type=zipfile.ZIP_STORED)
             digest = {"path": "datapackage.json",
                       "hash": "sha256:" + hashlib.sha256(package_bytes).hexdigest()}
             zf.writestr("datapackage-digest.json", json.dumps(digest, indent=2),
-                        compress_type=zipfile.ZIP_DEFLATED)
+                        compress_type=zipfile.ZIP_STORED)
         os.replace(partial, target)
     logger.info("wrote %s from %d WARC file(s)", target, len(warcs))
     return target

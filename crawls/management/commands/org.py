@@ -1,4 +1,4 @@
-"""`archiver org set|list`: organisations and their quotas."""
+"""`archiver org set|list|delete`: organisations and their quotas."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Command(ArchiverCommand):
     help = "Create or update an org and its quotas (org set), or list orgs with usage (org list)."
 
     def add_arguments(self, parser):
-        actions = parser.add_subparsers(dest="action", required=True, metavar="{set,list}",
+        actions = parser.add_subparsers(dest="action", required=True, metavar="{set,list,delete}",
                                         parser_class=OneLineParser)
         setter = actions.add_parser("set", help="create or update an org")
         setter.add_argument("slug", metavar="SLUG")
@@ -51,10 +51,13 @@ class Command(ArchiverCommand):
                             metavar="N", help="pages per crawl, or none")
         lister = actions.add_parser("list", help="list orgs with their usage")
         lister.add_argument("--json", action="store_true")
+        add_delete_parser(actions)
 
     def run(self, *, action, **options):
         if action == "set":
             self.set_org(**options)
+        elif action == "delete":
+            self.stdout.write(delete_org(options["slug"]))
         else:
             self.list_orgs(options["json"])
 
@@ -132,3 +135,21 @@ def org_summary(org: Org) -> dict:
         "exec_minutes_this_month": round(org.month_seconds / 60, 2),
         "active_crawls": org.active_count,
     }
+
+
+def add_delete_parser(actions) -> None:
+    deleter = actions.add_parser("delete", help="delete an org that has no crawls left")
+    deleter.add_argument("slug", metavar="SLUG")
+
+
+def delete_org(slug: str) -> str:
+    """Delete an org with its schedules and webhooks; refused while any crawl belongs to it."""
+    org = Org.objects.filter(slug=slug).first()
+    if org is None:
+        raise CommandError(f"no org {slug!r} (see `archiver org list`)")
+    crawls = org.crawls.count()
+    if crawls:
+        raise CommandError(f"org {slug} still has {crawls} crawl(s): delete them first "
+                           f"(archiver delete ID), or keep the org")
+    org.delete()
+    return f"deleted org {slug}"

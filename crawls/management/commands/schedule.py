@@ -1,4 +1,4 @@
-"""`archiver schedule add|list|enable|disable`: crawls queued by a cron entry (UTC)."""
+"""`archiver schedule add|list|enable|disable|remove`: crawls queued by a cron entry (UTC)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class Command(ArchiverCommand):
 
     def add_arguments(self, parser):
         actions = parser.add_subparsers(dest="action", required=True, parser_class=OneLineParser,
-                                        metavar="{add,list,enable,disable}")
+                                        metavar="{add,list,enable,disable,remove}")
         adder = actions.add_parser("add", help="schedule a crawl of these seeds")
         adder.add_argument("cron", metavar="CRON", help="e.g. '0 3 * * *' (quote it)")
         adder.add_argument("urls", nargs="+", metavar="URL")
@@ -54,6 +54,7 @@ class Command(ArchiverCommand):
         for name in ("enable", "disable"):
             toggle = actions.add_parser(name, help=f"{name} a schedule")
             toggle.add_argument("id", metavar="ID")
+        add_remove_parser(actions)
 
     def run(self, *, action, **options):
         if "id" in options:
@@ -77,6 +78,11 @@ class Command(ArchiverCommand):
         schedule = schedules.find(id)
         schedules.disable(schedule)
         self.stdout.write(f"disabled schedule {schedule.pk}")
+
+    def do_remove(self, *, id, **options):
+        schedule = schedules.find(id)
+        Schedule.objects.filter(pk=schedule.pk).delete()  # its crawls stay (schedule = NULL)
+        self.stdout.write(f"removed schedule {schedule.pk}")
 
     def do_list(self, *, json, **options):
         rows = list(Schedule.objects.select_related("org", "last_crawl").order_by("id"))
@@ -130,3 +136,8 @@ def summary(schedule: Schedule) -> dict:
         if schedule.enabled and schedule.retry_at else None,
         "last_crawl": {"id": last.id, "status": last.status} if last else None,
     }
+
+
+def add_remove_parser(actions) -> None:
+    remover = actions.add_parser("remove", help="remove a schedule (the crawls it queued stay)")
+    remover.add_argument("id", metavar="ID")

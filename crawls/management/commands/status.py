@@ -19,6 +19,7 @@ from crawls.cli import (
 from crawls.config import human_size
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlFile, CrawlStatus
+from crawls.reasons import reason_line, reason_sentence
 
 STATE_STYLE = {
     **dict.fromkeys(CrawlStatus.RUNNING_STATES, "green"),
@@ -84,10 +85,8 @@ def state_text(crawl: Crawl) -> Text:
 
 
 def reason(crawl: Crawl) -> str:
-    """Why it waits, why it stopped, or the first line of its error."""
-    if crawl.waiting_reason or crawl.stop_reason:
-        return crawl.waiting_reason or crawl.stop_reason
-    return crawl.error.splitlines()[0] if crawl.error.strip() else ""
+    """Why it waits or stopped, and the first line of its error, as sentences."""
+    return reason_line(crawl)
 
 
 def crawl_table(crawls: list[Crawl], now) -> Table | Text:
@@ -129,7 +128,8 @@ def key_values(title: str, rows) -> Table:
 def overview(crawl: Crawl, now) -> Table:
     return key_values(f"crawl {crawl.id}", [
         ("state", state_text(crawl)),
-        ("reason", reason(crawl) or "-"),
+        ("reason", reason_sentence(crawl) or "-"),
+        ("error", crawl.error.strip() or "-"),
         ("org", crawl.org.slug),
         ("seeds", "\n".join(crawl.seeds)),
         ("tags", ", ".join(crawl.tags) or "-"),

@@ -24,7 +24,7 @@ class Command(ArchiverCommand):
 
     def add_arguments(self, parser):
         actions = parser.add_subparsers(dest="action", required=True, parser_class=OneLineParser,
-                                        metavar="{add,list,remove,deliveries,replay,test}")
+                                        metavar="{add,list,remove,enable,disable,deliveries,replay,test}")
         add = actions.add_parser("add", help="POST crawl events to URL, signed with a secret")
         add.add_argument("url", metavar="URL")
         add.add_argument("--secret", required=True, help="HMAC-SHA256 key receivers verify with")
@@ -36,6 +36,7 @@ class Command(ArchiverCommand):
         lister.add_argument("--json", action="store_true")
         remove = actions.add_parser("remove", help="remove a webhook and its deliveries")
         remove.add_argument("id", type=int_arg, metavar="ID")
+        add_toggle_parsers(actions)
         deliveries = actions.add_parser("deliveries", help="list deliveries, newest first")
         deliveries.add_argument("--failed", action="store_true", help="only dead letters")
         deliveries.add_argument("--webhook", type=int_arg, metavar="ID")
@@ -82,6 +83,12 @@ class Command(ArchiverCommand):
         if not deleted:
             raise CommandError(f"no webhook {id}")
         self.stdout.write(f"removed webhook {id}")
+
+    def enable(self, *, id, **_):
+        self.stdout.write(set_enabled(id, True))
+
+    def disable(self, *, id, **_):
+        self.stdout.write(set_enabled(id, False))
 
     def deliveries(self, *, failed, webhook, limit, json, **_):
         check_range("--limit", limit, 1, MAX_LISTED)
@@ -151,3 +158,17 @@ def delivery_summary(d: WebhookDelivery) -> dict:
 def counts_line(counts: dict[str, int]) -> str:
     parts = ", ".join(f"{counts[status]} {status}" for status in DeliveryStatus.values)
     return f"{counts['total']} deliveries: {parts}"
+
+
+def add_toggle_parsers(actions) -> None:
+    for name, words in (("enable", "deliver events to a webhook again"),
+                        ("disable", "stop delivering new events to a webhook (it is kept)")):
+        toggle = actions.add_parser(name, help=words)
+        toggle.add_argument("id", type=int_arg, metavar="ID")
+
+
+def set_enabled(pk: int, enabled: bool) -> str:
+    """Enable or disable a webhook; a disabled one gets no deliveries for new events."""
+    if not Webhook.objects.filter(pk=pk).update(enabled=enabled):
+        raise CommandError(f"no webhook {pk}")
+    return f"{'enabled' if enabled else 'disabled'} webhook {pk}"

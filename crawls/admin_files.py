@@ -1,0 +1,87 @@
+"""Serving a crawl's archive files to the admin, with HTTP Range requests.
+
+ReplayWeb.page reads a WACZ in pieces (its index first, then the records a page needs),
+so a download answers `Range: bytes=...` with 206 and Content-Range. The file is opened
+through retention's guard (inside the data dir, not a symbolic link) and with O_NOFOLLOW,
+and must be a regular file: a path in the database is never trusted to point anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
+
+from crawls.retention import UnsafePath, inside
+
+CHUNK = 256 * 1024
+WACZ_TYPE = "application/wacz"
+RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+
+
+def open_archive(root: Path, relative: str):
+    """The file as an open binary handle and its size; Http404 if it is gone or unsafe."""
+    try:
+        path = inside(root, relative)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except (UnsafePath, OSError):
+        raise Http404("this archive file is not on disk") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise Http404("this archive file is not a regular file")
+    return os.fdopen(fd, "rb"), info.st_size
+
+
+def byte_range(header: str, size: int) -> tuple[int, int] | None | str:
+    """(first, last) for one satisfiable range; None to send it all; "unsatisfiable"."""
+    match = RANGE.fullmatch(header.strip())
+    if not match or (not match.group(1) and not match.group(2)):
+        return None  # several ranges, or not bytes: the whole file is a valid answer
+    first, last = match.groups()
+    if not first:  # the last N bytes
+        length = int(last)
+        if length == 0:
+            return "unsatisfiable"
+        return max(size - length, 0), size - 1
+    first = int(first)
+    last = min(int(last), size - 1) if last else size - 1
+    if first >= size or last < first:
+        return "unsatisfiable"
+    return first, last
+
+
+def read_span(handle, first: int, last: int):
+    with handle:
+        handle.seek(first)
+        left = last - first + 1
+        while left > 0:
+            chunk = handle.read(min(CHUNK, left))
+            if not chunk:
+                return
+            left -= len(chunk)
+            yield chunk
+
+
+def serve_archive(request, root: Path, relative: str, filename: str) -> HttpResponse:
+    handle, size = open_archive(root, relative)
+    wanted = byte_range(request.headers.get("Range", ""), size) if "Range" in request.headers else None
+    if wanted == "unsatisfiable":
+        handle.close()
+        response = HttpResponse(status=416)
+        response["Content-Range"] = f"bytes */{size}"
+    elif wanted is None:
+        response = FileResponse(handle, content_type=WACZ_TYPE, as_attachment=True, filename=filename)
+        response["Content-Length"] = str(size)
+    else:
+        first, last = wanted
+        response = StreamingHttpResponse(read_span(handle, first, last), status=206,
+                                         content_type=WACZ_TYPE)
+        response["Content-Range"] = f"bytes {first}-{last}/{size}"
+        response["Content-Length"] = str(last - first + 1)
+    response["Accept-Ranges"] = "bytes"
+    response["Cache-Control"] = "private, no-store"
+    return response

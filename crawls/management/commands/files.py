@@ -1,0 +1,29 @@
+"""`archiver files ID [--json]`: a crawl's archive files, where they are and their checksums."""
+
+from __future__ import annotations
+
+from archiver import conf
+from crawls.cli import ArchiverCommand
+from crawls.models import Crawl
+
+
+class Command(ArchiverCommand):
+    help = "List the WACZ files of a crawl as `sha256  path` lines (--json adds sizes)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("id", metavar="ID", help="a crawl id or a unique prefix of it")
+        parser.add_argument("--json", action="store_true", help="print the files as JSON")
+
+    def run(self, *, id, json, **options):
+        crawl = Crawl.objects.by_prefix(id)
+        root = conf.get().data_dir
+        files = list(crawl.files.order_by("created_at"))
+        if json:
+            self.write_json([{**f.summary(), "full_path": str(root / f.path)} for f in files])
+            return
+        if not files:
+            self.stdout.write(f"crawl {crawl.short_id}: no files yet")
+            return
+        # The format of sha256sum, so `archiver files ID | sha256sum -c` checks the archive.
+        for crawl_file in files:
+            self.stdout.write(f"{crawl_file.sha256}  {root / crawl_file.path}")

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Fetches ReplayWeb.page's two static files (ui.js, sw.js) into crawls/static/crawls/replay/
+# for the admin's Replay page. They are not in the repository: they come from the npm
+# registry (`npm pack`), and the tarball must match the sha512 integrity the registry
+# publishes for that version (`npm view`), or nothing is installed.
+#
+#   bash scripts/replay-files.sh            # does nothing if this version is already there
+#   REPLAYWEBPAGE_VERSION=2.5.3 bash scripts/replay-files.sh
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VERSION=${REPLAYWEBPAGE_VERSION:-2.5.3}
+DEST=$REPO/crawls/static/crawls/replay
+
+say() { printf 'replay-files: %s\n' "$*" >&2; }
+
+if [[ -f $DEST/.version && $(<"$DEST/.version") == "$VERSION" && -f $DEST/ui.js && -f $DEST/sw.js
+      && -f $DEST/index.html ]]; then
+    exit 0
+fi
+if ! command -v npm >/dev/null 2>&1; then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        say "installing npm (to fetch ReplayWeb.page)"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq && apt-get install -y -qq npm >/dev/null
+    else
+        say "npm is not on PATH: install it (apt-get install npm) for the admin's Replay page"
+        exit 1
+    fi
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+expected=$(npm view "replaywebpage@$VERSION" dist.integrity)
+[[ $expected == sha512-* ]] || { say "the registry published no sha512 integrity for $VERSION"; exit 1; }
+tarball=$(cd "$work" && npm pack --silent "replaywebpage@$VERSION")
+actual="sha512-$(openssl dgst -sha512 -binary "$work/$tarball" | base64 -w0)"
+if [[ $actual != "$expected" ]]; then
+    say "replaywebpage-$VERSION does not match the registry's integrity ($actual != $expected)"
+    exit 1
+fi
+tar -xzf "$work/$tarball" -C "$work" package/ui.js package/sw.js
+mkdir -p "$DEST"
+install -m 0644 "$work/package/ui.js" "$work/package/sw.js" "$DEST/"
+# ReplayWeb.page frames <replay base>/?...; its service worker answers that once active. Until
+# then this placeholder is what loads (same origin, no X-Frame-Options: DENY), so the
+# player can see the worker is not in control yet and reload the frame.
+printf '<!doctype html><title>ReplayWeb.page</title>\n' >"$DEST/index.html"
+echo "$VERSION" >"$DEST/.version"
+say "ReplayWeb.page $VERSION installed in ${DEST#"$REPO"/} (integrity $expected)"

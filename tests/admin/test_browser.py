@@ -1,0 +1,476 @@
+"""The admin as a person uses it, in a real headless Chromium (Debian's chromium and
+chromium-driver, through Selenium), against the admin served by gunicorn exactly as
+scripts/start.sh serves it, with a real daemon (local launcher) crawling a site on
+127.0.0.1.
+
+One journey: log in; a bad seed is refused with the CLI's words; a crawl is added with the
+form; the list's progress changes without a reload; pause and resume from the crawl's
+buttons; the list shows it complete, still without a reload; the crawl's page; each WACZ
+downloaded in the browser matches its recorded sha256 (and answers a Range request); Replay
+makes the player read every WACZ through its download URL in ranges; delete removes the
+crawl and its files. A second test replays a crawl of two WACZ files (the multi-WACZ
+package) and finds each archived page's text inside ReplayWeb.page's frame: its WACZ files
+are built here with STORED entries, because ReplayWeb.page 2.5's range reader cannot read
+the entries archiver's crawler compresses (datapackage.json, index, pages). Screenshots of
+each step go to test-artifacts/admin-browser/<test>/ (or $ARCHIVER_TEST_ARTIFACTS).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.runner.helpers import slow_site
+from tests.runner.test_daemon_process import Installation
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+REPLAY_FILES = ROOT / "crawls" / "static" / "crawls" / "replay"
+
+# Finds text anywhere in a page: its document, open shadow roots, and same-origin iframes
+# (ReplayWeb.page nests the archived page in a frame inside its component's shadow DOM).
+FIND_TEXT_JS = """
+const wanted = arguments[0];
+function search(root, depth) {
+  if (!root || depth > 10) return false;
+  const text = root.body ? root.body.innerText : root.textContent;
+  if (text && text.includes(wanted)) return true;
+  for (const el of root.querySelectorAll("*")) {
+    if (el.shadowRoot && search(el.shadowRoot, depth + 1)) return true;
+    if (el.tagName === "IFRAME") {
+      let doc = null;
+      try { doc = el.contentDocument; } catch (e) { doc = null; }
+      if (doc && search(doc, depth + 1)) return true;
+    }
+  }
+  return false;
+}
+return search(document, 0);
+"""
+
+# Downloads a URL in the browser (with its session) and returns status, type and sha256.
+FETCH_SHA256_JS = """
+const [url, range, done] = [arguments[0], arguments[1], arguments[arguments.length - 1]];
+const headers = range ? {Range: range} : {};
+fetch(url, {credentials: "same-origin", headers})
+  .then(async (response) => {
+    const body = await response.arrayBuffer();
+    const digest = await crypto.subtle.digest("SHA-256", body);
+    const hex = Array.from(new Uint8Array(digest)).map((b) => b.toString(16).padStart(2, "0")).join("");
+    done({status: response.status, type: response.headers.get("Content-Type"),
+          range: response.headers.get("Content-Range"), length: body.byteLength, sha256: hex});
+  })
+  .catch((error) => done({error: String(error)}));
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(condition, timeout: float, what: str, interval: float = 0.25):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+class Screenshots:
+    def __init__(self, driver, folder: Path):
+        self.driver, self.folder, self.count = driver, folder, 0
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+
+    def take(self, name: str) -> None:
+        self.count += 1
+        self.driver.save_screenshot(str(self.folder / f"{self.count:02d}-{name}.png"))
+
+
+@pytest.fixture
+def data_dir():
+    # Short, so the wake socket's path fits a Unix socket address.
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="aadm-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def installation(data_dir):
+    if not (REPLAY_FILES / "ui.js").exists() or not (REPLAY_FILES / "sw.js").exists():
+        pytest.fail("ReplayWeb.page's files are missing: run bash scripts/replay-files.sh "
+                    "(scripts/test.sh does)")
+    inst = Installation(data_dir)
+    # Crawls of 127.0.0.1 must be allowed where an address policy applies (issue 10).
+    inst.env["ARCHIVER_CRAWL_ALLOW_NETWORKS"] = "127.0.0.0/8"
+    inst.manage("migrate", "-v0")
+    inst.manage("collectstatic", "--noinput", "-v0")
+    inst.manage("ensureadmin")
+    try:
+        yield inst
+    finally:
+        inst.clean_up()
+
+
+@pytest.fixture
+def admin_url(installation):
+    """The admin served by gunicorn with start.sh's options; its base URL.
+
+    A free port can be taken by another process before gunicorn binds it (the machine is
+    shared): then gunicorn exits, and it is started again on another port.
+    """
+    server, log = None, open(installation.data_dir / "gunicorn.log", "w")  # noqa: SIM115
+    try:
+        for _ in range(3):
+            port = free_port()
+            server = start_gunicorn(installation, port, log)
+            if serving(server, port):
+                break
+            server.wait()
+        else:
+            pytest.fail(f"gunicorn did not start: {(installation.data_dir / 'gunicorn.log').read_text()[-2000:]}")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if server is not None and server.poll() is None:
+            server.terminate()
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        log.close()
+
+
+def start_gunicorn(installation, port: int, log) -> subprocess.Popen:
+    run = installation.data_dir / "run"
+    run.mkdir(exist_ok=True)
+    return subprocess.Popen(  # the command line of scripts/start.sh
+        [str(Path(sys.executable).parent / "gunicorn"), "archiver.wsgi:application",
+         "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4",
+         "--pid", str(run / "gunicorn.pid"),
+         "--access-logfile", str(run / "admin-access.log"),
+         "--error-logfile", str(run / "admin-error.log")],
+        cwd=ROOT, env=installation.env, stdout=log, stderr=subprocess.STDOUT,
+    )
+
+
+def serving(server: subprocess.Popen, port: int) -> bool:
+    """Wait until gunicorn serves the admin (True) or has exited (False)."""
+    wait_until(lambda: server.poll() is not None or serves_the_admin(port), 30,
+               "gunicorn to serve the admin")
+    return server.poll() is None
+
+
+def serves_the_admin(port: int) -> bool:
+    """True once this port answers with archiver's log-in page (not some other server)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+        with direct.open(f"http://127.0.0.1:{port}/admin/login/", timeout=2) as page:
+            return b"archiver" in page.read(65536)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        pytest.fail("chromium and chromium-driver are not installed (scripts/test.sh installs them)")
+    monkeypatch.setenv("SE_OFFLINE", "true")  # never let Selenium download a browser
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    for argument in (
+        "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000",
+        "--no-first-run", "--disable-background-networking", "--disable-component-update",
+        "--disable-default-apps", "--disable-sync", "--disable-extensions",
+        # Anything not on loopback goes to a proxy that does not exist: the test stays local.
+        "--proxy-server=http://127.0.0.1:9",  # loopback itself is never proxied
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def shots(browser, request) -> Screenshots:
+    folder = Path(os.environ.get("ARCHIVER_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "admin-browser"
+    return Screenshots(browser, folder / request.node.name)
+
+
+def cli_refusal(installation, *args: str) -> str:
+    result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=installation.env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    return result.stderr.strip().removeprefix("CommandError: ")
+
+
+def text_of(driver, css: str) -> str:
+    """The element's text; "" while it is missing or the page is reloading under us."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        elements = driver.find_elements(By.CSS_SELECTOR, css)
+        return elements[0].text if elements else ""
+    except StaleElementReferenceException:
+        return ""
+
+
+def press(driver, button: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.CSS_SELECTOR, f".crawl-button-{button}").click()
+
+
+def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_browser(
+    installation, admin_url, browser, shots
+):
+    from selenium.webdriver.common.by import By
+
+    driver = browser
+    password = (installation.data_dir / "admin-password").read_text().strip()
+
+    # Log in.
+    driver.get(f"{admin_url}/admin/login/")
+    driver.find_element(By.ID, "id_username").send_keys("admin")
+    driver.find_element(By.ID, "id_password").send_keys(password)
+    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    wait_until(lambda: "/admin/login/" not in driver.current_url, 20, "the log-in")
+    shots.take("logged-in")
+
+    with slow_site(pages=40, delay=0.5) as site:
+        # A paused crawl with a 3,000-character seed shares the list: it must not widen it.
+        long_seed = site.url.replace("127.0.0.1", "localhost") + "?q=" + "x" * 3000
+        long_id = installation.manage("add", long_seed).strip()
+        installation.manage("pause", long_id)
+        installation.start_daemon()
+
+        # A bad seed is refused with the CLI's message; nothing is queued.
+        message = cli_refusal(installation, "add", "ftp://example.com/")
+        driver.get(f"{admin_url}/admin/crawls/crawl/add/")
+        driver.find_element(By.ID, "id_seeds").send_keys("ftp://example.com/")
+        driver.find_element(By.CSS_SELECTOR, "input[name=_save]").click()
+        assert text_of(driver, ".errorlist") == message
+        shots.take("bad-seed-refused")
+        assert installation.query("SELECT COUNT(*) FROM crawls_crawl") == [(1,)]  # the paused one
+
+        # Add the crawl through the form, with a tag typed into the tag widget.
+        seeds = driver.find_element(By.ID, "id_seeds")
+        seeds.clear()
+        # By name, not 127.0.0.1: ReplayWeb.page looks pages up by a SURT that reverses an
+        # IP address's octets, which the crawler's index (like the surt package) does not.
+        seeds.send_keys(site.url.replace("127.0.0.1", "localhost"))
+        tag_box = driver.find_element(By.CSS_SELECTOR, ".tags-typing")
+        tag_box.send_keys("browser\n")
+        assert "browser" in text_of(driver, ".tag-chip")
+        shots.take("add-form")
+        driver.find_element(By.CSS_SELECTOR, "input[name=_save]").click()
+        wait_until(lambda: driver.current_url.endswith("/change/"), 20, "the new crawl's page")
+        crawl_id = driver.current_url.rstrip("/").split("/")[-2]
+        assert installation.query("SELECT tags FROM crawls_crawl WHERE id = ?", crawl_id) == [('["browser"]',)]
+
+        # The list's progress changes without a reload.
+        driver.get(f"{admin_url}/admin/crawls/crawl/")
+        driver.execute_script("window.__sameList = true;")
+        progress = f'[data-crawl="{crawl_id}"][data-field="progress"] .counts'
+        first = text_of(driver, progress)
+        wait_until(lambda: text_of(driver, progress) not in (first, "0/0", "0/1"), 60,
+                   "the list's progress to change")
+        assert driver.execute_script("return window.__sameList === true;")
+        seed_cell = driver.find_element(By.CSS_SELECTOR, f'[title="{long_seed}"]')
+        assert seed_cell.size["width"] < 300  # cut short, the whole URL on hover
+        assert driver.execute_script(
+            "const t = document.querySelector('#changelist .results');"
+            "return t.scrollWidth <= t.clientWidth;"), "the list is wider than a 1,400 px window"
+        shots.take("list-progress")
+
+        # The crawl's page refreshes its newest pages in place; pause and resume from its buttons.
+        driver.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/change/")
+        driver.execute_script("window.__samePage = true;")
+        newest = '[data-live-table="pages"] tbody tr:first-child'
+        before = text_of(driver, newest)
+        wait_until(lambda: text_of(driver, newest) not in (before, ""), 30, "the newest pages to refresh")
+        assert driver.execute_script("return window.__samePage === true;")
+        shots.take("detail-live")
+        press(driver, "pause")
+        state = f'[data-crawl="{crawl_id}"][data-field="state"]'
+        wait_until(lambda: text_of(driver, state) == "paused", 60, "the crawl to be paused")
+        shots.take("paused")
+        press(driver, "resume")
+        wait_until(lambda: text_of(driver, state) not in ("", "paused"), 30, "the crawl to resume")
+        shots.take("resumed")
+
+        # Back on the list, it completes without a reload.
+        driver.get(f"{admin_url}/admin/crawls/crawl/")
+        driver.execute_script("window.__sameList = true;")
+        wait_until(lambda: text_of(driver, state) == "complete", 120, "the crawl to complete")
+        assert driver.execute_script("return window.__sameList === true;")
+        shots.take("list-complete")
+
+    # The crawl's page, and each WACZ downloaded in the browser matches its record.
+    driver.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/change/")
+    shots.take("detail")
+    links = [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "a.download")]
+    records = installation.query("SELECT sha256, size, path FROM crawls_crawlfile WHERE crawl_id = ? "
+                                 "ORDER BY created_at", crawl_id)
+    assert links and len(links) == len(records)
+    for link, (sha256, size, _) in zip(links, records, strict=True):
+        got = driver.execute_async_script(FETCH_SHA256_JS, link, None)
+        assert got == {"status": 200, "type": "application/wacz", "range": None, "length": size,
+                       "sha256": sha256}
+        part = driver.execute_async_script(FETCH_SHA256_JS, link, "bytes=0-99")
+        assert (part["status"], part["range"], part["length"]) == (206, f"bytes 0-99/{size}", 100)
+
+    # Replay: the player reads the crawl's WACZ files through their download URLs, in
+    # ranges, and shows the archived page's text inside its frame.
+    press(driver, "replay")
+    access_log = installation.data_dir / "run" / "admin-access.log"
+    paths = [link.removeprefix(admin_url) for link in links]
+    wait_until(lambda: all(f"GET {path} HTTP/1.1\" 206" in access_log.read_text() for path in paths),
+               60, "the player's range requests for every WACZ", interval=1)
+    from urllib.parse import quote
+
+    seed = site.url.replace("127.0.0.1", "localhost")
+    driver.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/replay/?url={quote(seed)}")
+    try:
+        wait_until(lambda: driver.execute_script(FIND_TEXT_JS, "Page 0"), 90,
+                   "the archived seed page's text inside the replay frame", interval=1)
+    finally:
+        shots.take("replay")
+
+    # Delete: the crawl and its files are gone.
+    driver.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/change/")
+    press(driver, "delete")
+    driver.switch_to.alert.accept()
+    wait_until(lambda: driver.current_url.endswith("/admin/crawls/crawl/"), 20, "the list after delete")
+    shots.take("deleted")
+    assert "Deleted crawl" in text_of(driver, ".messagelist")
+    assert installation.query("SELECT COUNT(*) FROM crawls_crawl WHERE id = ?", crawl_id) == [(0,)]
+    for _, _, path in records:
+        assert not (installation.data_dir / path).exists()
+
+
+# --- replay of several WACZ files ----------------------------------------------------------
+
+
+def stored_wacz(path: Path, url: str, text: str) -> tuple[int, str]:
+    """A one-page WACZ with every entry STORED (as ReplayWeb.page reads them by range);
+    returns its size and sha256."""
+    import datetime as dt
+    import hashlib
+    import io
+    import json
+    import zipfile
+
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    warc = io.BytesIO()
+    body = f"<!doctype html><html><head><title>{text}</title></head><body><h1>{text}</h1></body></html>"
+    headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
+    writer = WARCWriter(warc, gzip=True)
+    payload = body.encode()  # with its length given, warcio needs no temporary file
+    writer.write_record(writer.create_warc_record(url, "response", payload=io.BytesIO(payload),
+                                                  length=len(payload), http_headers=headers))
+    now = dt.datetime.now(dt.UTC)
+    host_path = url.split("://", 1)[1]
+    host, _, rest = host_path.partition("/")
+    index = (f"{host}){'/' + rest} {now:%Y%m%d%H%M%S} " + json.dumps({
+        "url": url, "mime": "text/html", "status": "200", "offset": "0",
+        "length": str(len(warc.getvalue())), "filename": "data.warc.gz"}) + "\n")
+    pages = (json.dumps({"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}) + "\n"
+             + json.dumps({"url": url, "ts": now.isoformat().replace("+00:00", "Z"), "title": text}) + "\n")
+    entries = {"archive/data.warc.gz": warc.getvalue(), "indexes/index.cdxj": index.encode(),
+               "pages/pages.jsonl": pages.encode()}
+    resources = [{"name": name.rsplit("/", 1)[1], "path": name, "bytes": len(data),
+                  "hash": "sha256:" + hashlib.sha256(data).hexdigest()} for name, data in entries.items()]
+    package = json.dumps({"profile": "data-package", "wacz_version": "1.1.1", "resources": resources,
+                          "created": f"{now:%Y-%m-%dT%H:%M:%SZ}"}).encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as wacz:
+        for name, data in {**entries, "datapackage.json": package}.items():
+            wacz.writestr(name, data)
+    data = path.read_bytes()
+    return len(data), hashlib.sha256(data).hexdigest()
+
+
+CREATE_CRAWL = """
+from crawls.config import CrawlConfig
+from crawls.models import Crawl, CrawlFile, Org
+crawl = Crawl.create(Org.objects.get(slug="default"), CrawlConfig(seeds=[{seed!r}]))
+Crawl.objects.filter(pk=crawl.pk).update(status="complete")
+for path, size, sha256 in {files!r}:
+    CrawlFile.objects.create(crawl=crawl, path=path.format(id=crawl.id), size=size, sha256=sha256)
+print(crawl.id)
+"""
+
+
+def log_in(driver, admin_url: str, installation) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.get(f"{admin_url}/admin/login/")
+    driver.find_element(By.ID, "id_username").send_keys("admin")
+    driver.find_element(By.ID, "id_password").send_keys(
+        (installation.data_dir / "admin-password").read_text().strip())
+    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    wait_until(lambda: "/admin/login/" not in driver.current_url, 20, "the log-in")
+
+
+def test_replay_shows_archived_pages_from_several_wacz_files(installation, admin_url, browser, shots):
+    """Two WACZ files of one crawl replay together (the multi-WACZ package), each page's text
+    found inside ReplayWeb.page's frame, loaded through the admin's Range-capable downloads."""
+    from urllib.parse import quote
+
+    driver = browser
+    urls = {"http://localhost:9/one.html": "Archived page one", "http://localhost:9/two.html": "Archived page two"}
+    placeholder = "archives/{id}"
+    files = []
+    staging = installation.data_dir / "staging"
+    staging.mkdir()
+    for n, (url, text) in enumerate(urls.items()):
+        size, sha256 = stored_wacz(staging / f"{n}.wacz", url, text)
+        files.append((f"{placeholder}/session-{n}.wacz", size, sha256))
+    crawl_id = installation.manage("shell", "--no-imports", "-c", CREATE_CRAWL.format(
+        seed="http://localhost:9/one.html", files=files)).strip().splitlines()[-1]
+    (installation.data_dir / "archives" / crawl_id).mkdir(parents=True)
+    for n in range(len(urls)):
+        (staging / f"{n}.wacz").rename(installation.data_dir / "archives" / crawl_id / f"session-{n}.wacz")
+
+    log_in(driver, admin_url, installation)
+    for url, text in urls.items():
+        driver.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/replay/?url={quote(url)}")
+        try:
+            wait_until(lambda text=text: driver.execute_script(FIND_TEXT_JS, text), 90,
+                       f"{text!r} inside the replay frame", interval=1)
+        except AssertionError:
+            shots.take("replay-failed")
+            console = "\n".join(str(entry) for entry in driver.get_log("browser")[-30:])
+            raise AssertionError(f"no {text!r} in the replay; browser console:\n{console}") from None
+        shots.take(f"replay-{url.rsplit('/', 1)[1]}")
+    access_log = (installation.data_dir / "run" / "admin-access.log").read_text()
+    assert f"/admin/crawls/crawl/{crawl_id}/replay.json" in access_log
+    assert '.wacz HTTP/1.1" 206' in access_log
