@@ -341,7 +341,10 @@ def engine_state(rt: Runtime, obs, held: Held, action: EngineState) -> None:
     if action.down and not held.engine_down:
         held.engine_down = True
         rt.note(crawl, "the Docker engine does not answer; crawlers keep running", "warning", obs.now)
-        rt.set_waiting_reason(crawl, ENGINE_WAIT, obs.now)
+        if crawl.status == S.STARTING:  # nothing launched yet: it waits for the engine
+            crawl.mark_waiting(S.WAITING_CAPACITY, ENGINE_WAIT, held.token, obs.now)
+        else:
+            rt.set_waiting_reason(crawl, ENGINE_WAIT, obs.now)
     elif not action.down and held.engine_down:
         held.engine_down = False
         if crawl.waiting_reason == ENGINE_WAIT:

@@ -73,14 +73,18 @@ def observe(rt: Runtime, crawl: Crawl, held: Held, now: dt.datetime, processes: 
 
 def read_instances(rt: Runtime, obs: Observation) -> None:
     """Each started instance as this tick's listing shows it (or the engine, for one launched
-    after the listing). An engine that is away makes them all unknown, after one timeout."""
+    after the listing). An engine that is away makes them all unknown, after one timeout,
+    and nothing is launched this tick (a launch would only wait for it again)."""
+    if rt.listed is None:
+        obs.engine_down = True
+        return
     for process in obs.processes:
         if process.started_at is None:
             continue
         ref = rt.launcher.ref_of(process)
         if rt.listed is None:
             obs.engine_down = True
-            continue
+            return
         if ref in rt.listed:
             obs.instances[process.pk] = rt.listed[ref]
             continue

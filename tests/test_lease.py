@@ -267,7 +267,16 @@ def test_the_claim_scans_the_partial_due_index(make_crawl):
 def test_a_claim_in_creation_order_scans_the_creation_index(make_crawl):
     if connection.vendor != "postgresql":
         pytest.skip("SQLite picks this index only once ANALYZE has gathered statistics")
-    make_crawl()
+    # Many finished crawls (retry_at NULL), as a real table has: the claim must walk the
+    # partial index of due rows, not every crawl in creation order (the API's list index).
+    first = make_crawl()
+    Crawl.objects.bulk_create([
+        Crawl(org=first.org, seeds=first.seeds, config=first.config, status="complete", retry_at=None,
+              created_at=NOW - dt.timedelta(days=1, seconds=i))
+        for i in range(3000)
+    ])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE crawls_crawl")
     with CaptureQueriesContext(connection) as queries:
         Crawl.objects.claim("runner-a", NOW, LEASE, order_by=("created_at",))
 

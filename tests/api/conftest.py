@@ -75,7 +75,7 @@ def gunicorn(data_dir: Path, **extra_env: str):
     log = data_dir / "gunicorn.log"
     with open(log, "w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "archiver.wsgi:application", "--bind", f"127.0.0.1:{port}",
+            [sys.executable, "-m", "gunicorn", "archiver.wsgi:application", "--bind", f"127.0.0.1:{port}", "--umask", "0077",
              "--workers", "2", "--threads", "2", "--access-logfile", "-", "--graceful-timeout", "5"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
         )
