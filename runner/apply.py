@@ -447,10 +447,11 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
     try:
         launched = rt.launcher.launch(spec)
     except ImageMissing as exc:
-        image_missing(rt, crawl, held, process, exc, now)
+        cannot_launch_yet(rt, crawl, held, process, f"waiting: {exc}"[:300], exc, IMAGE_RETRY, now)
         return False
     except EngineUnavailable as exc:
-        engine_away(rt, crawl, held, process, exc, now)
+        rt.listed = None  # do not wait for the engine again this tick
+        cannot_launch_yet(rt, crawl, held, process, ENGINE_WAIT, exc, ENGINE_RETRY, now)
         return False
     except LaunchError as exc:
         if exc.permanent:
@@ -466,12 +467,11 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
     return True
 
 
-def image_missing(rt: Runtime, crawl: Crawl, held: Held, process: Process, exc: Exception,
-                  now: dt.datetime) -> None:
-    """The crawler image is not there: not a crash of the crawl. It waits (said once), and
-    launches when someone pulls or builds the image (the runner never pulls in its loop)."""
-    process.defer(now + dt.timedelta(seconds=IMAGE_RETRY))
-    reason = f"waiting: {exc}"[:300]
+def cannot_launch_yet(rt: Runtime, crawl: Crawl, held: Held, process: Process, reason: str,
+                      exc: Exception, retry: float, now: dt.datetime) -> None:
+    """Not a crash of the crawl (the engine is away, the image is missing): the row waits,
+    the crawl says why, once. The runner never pulls an image in its loop."""
+    process.defer(now + dt.timedelta(seconds=retry))
     if crawl.waiting_reason == reason:
         return
     rt.note(crawl, f"cannot launch: {exc}", "warning", now)
@@ -479,20 +479,6 @@ def image_missing(rt: Runtime, crawl: Crawl, held: Held, process: Process, exc: 
         crawl.mark_waiting(S.WAITING_CAPACITY, reason, held.token, now)
     else:
         rt.set_waiting_reason(crawl, reason, now)
-
-
-def engine_away(rt: Runtime, crawl: Crawl, held: Held, process: Process, exc: Exception,
-                now: dt.datetime) -> None:
-    """No launch while the engine is away: the row waits, the crawl says why (once)."""
-    process.defer(now + dt.timedelta(seconds=ENGINE_RETRY))
-    rt.listed = None  # do not wait for the engine again this tick
-    if crawl.waiting_reason == ENGINE_WAIT:
-        return
-    rt.note(crawl, f"cannot launch: {exc}", "warning", now)
-    if crawl.status in (S.STARTING, S.RUNNING):
-        crawl.mark_waiting(S.WAITING_CAPACITY, ENGINE_WAIT, held.token, now)
-    else:
-        rt.set_waiting_reason(crawl, ENGINE_WAIT, now)
 
 
 # --- state ---------------------------------------------------------------------------------

@@ -244,9 +244,11 @@ def remove_checked(dir_fd: int, name: str, measured: os.stat_result) -> None:
     os.unlink(name, dir_fd=dir_fd)
 
 
-def write_private(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> None:
+def write_private(dir_fd: int, name: str, data: bytes, mode: int = 0o600,
+                  owner: tuple[int, int] | None = None) -> None:
     """Write `name` in `dir_fd` as a new file renamed into place (a planted link is replaced,
-    never followed; readers never see half a file). launchers.py has no such helper."""
+    never followed; readers never see half a file), owned by `owner` if given. The one
+    writer of files in a crawler's folder (the launchers use it too)."""
     plain_name(name)
     temp = f".{name}.{secrets.token_hex(6)}.tmp"
     fd = os.open(temp, NEW_FILE_FLAGS, mode, dir_fd=dir_fd)
@@ -254,6 +256,8 @@ def write_private(dir_fd: int, name: str, data: bytes, mode: int = 0o600) -> Non
         with open(fd, "wb", closefd=False) as handle:
             handle.write(data)
         os.fchmod(fd, mode)  # whatever the umask
+        if owner is not None:
+            os.fchown(fd, *owner)
         os.fsync(fd)
         os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException as exc:
