@@ -53,7 +53,8 @@ def private_paths(data_dir: Path, database: Path | None) -> list[Path]:
     paths = [data_dir / name for name in (*PRIVATE_DIRS, *SECRET_FILES)]
     for name in LISTED_DIRS:
         if (data_dir / name).is_dir():
-            paths += sorted((data_dir / name).iterdir())
+            # A pid file is no secret (gunicorn writes its own 0644 whatever the umask).
+            paths += sorted(p for p in (data_dir / name).iterdir() if p.suffix != ".pid")
     if database is not None:
         paths += [database, *(database.with_name(database.name + s) for s in ("-wal", "-shm"))]
     return list(dict.fromkeys(paths))

@@ -114,7 +114,8 @@ def crawler_processes(crawl_id: str | None = None, under: Path | None = None) ->
     found: Counter[str] = Counter()
     for pid in pids():
         argv = _cmdline(pid)
-        if not argv or b"--crawlId" not in argv or b"runner.local_wrapper" in argv:
+        wrapper = any(a == b"runner.local_wrapper" or a.endswith(b"/local_wrapper.py") for a in argv)
+        if not argv or b"--crawlId" not in argv or wrapper:
             continue
         args = [a.decode(errors="replace") for a in argv]
         found_id = args[args.index("--crawlId") + 1] if args[-1] != "--crawlId" else ""
@@ -471,7 +472,7 @@ class Trial:
 
     def mount_tmpfs(self, path: Path, size: str) -> None:
         path.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
                        check=True, capture_output=True)
         self.mounts.append(path)
 
