@@ -35,6 +35,7 @@ from archiver_crawler.wacz import build_wacz, warc_files
 from archiver_crawler.warc import WarcFile, safe_instance_id, warc_date, warc_instance
 
 logger = logging.getLogger(__name__)
+UNRECORDED = "unrecorded.jsonl"  # outcomes Redis could not take, for the next session
 
 HTML_TYPES = {"text/html", "application/xhtml+xml"}
 REDIRECTS = {301, 302, 303, 307, 308}
@@ -167,6 +168,9 @@ class Crawler:
             return await self.finish(StopReason.STOPPING)
         if self.config.disk_utilization and self._disk_full():
             return await self.finish(StopReason.DISK)
+        recorded = await self._record_unrecorded()
+        if recorded:
+            logger.info("recorded %d page(s) archived before Redis went away", recorded)
         requeued = await self.state.requeue_own()
         if requeued:
             logger.info("requeued %d page(s) this instance had in progress", requeued)
@@ -311,7 +315,45 @@ class Crawler:
                     await self.state.set_status("running")
                 outcome = await self.process_safely(entry)
         except Exception as exc:  # noqa: BLE001 - reported as the instance's fatal error
+            if isinstance(exc, RedisError) and outcome is not None:
+                self._save_unrecorded(outcome)
             self._abort(exc)
+
+    def _save_unrecorded(self, outcome: Outcome) -> None:
+        """Redis went away between archiving a page and recording it: keep its outcome on disk,
+        so the relaunched instance records it instead of fetching (and archiving) it again."""
+        line = json.dumps({"url": outcome.url, "page": outcome.page, "record": outcome.record,
+                           "failed": outcome.failed, "links": [e.to_json() for e in outcome.links],
+                           "assets": list(outcome.assets)})
+        try:
+            with open(self.config.collection_dir / UNRECORDED, "a") as journal:
+                journal.write(line + "\n")
+        except OSError as exc:
+            logger.warning("could not keep %s for the next session (%s); it will be fetched again",
+                           outcome.url, exc)
+
+    async def _record_unrecorded(self) -> int:
+        """The outcomes a previous session of this instance could not record (see above),
+        recorded now, while its pages are still this instance's in `:p`."""
+        path = self.config.collection_dir / UNRECORDED
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            return 0
+        recorded = 0
+        for line in lines:
+            try:
+                data = json.loads(line)
+                outcome = Outcome(
+                    url=str(data["url"]), page=data.get("page"), record=data.get("record"),
+                    failed=data.get("failed"), assets=tuple(str(a) for a in data.get("assets", [])),
+                    links=tuple(QueueEntry.from_json(raw) for raw in data.get("links", [])))
+            except (ValueError, KeyError, TypeError):
+                continue
+            committed = await self.state.commit(outcome, self.config.limit, None)
+            recorded += committed.recorded
+        path.unlink(missing_ok=True)
+        return recorded
 
     async def process_safely(self, entry: QueueEntry) -> Outcome:
         """`process`, with an unexpected error failing this page rather than the crawl."""

@@ -275,7 +275,8 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
         driver.get(f"{admin_url}/admin/crawls/crawl/add/")
         driver.find_element(By.ID, "id_seeds").send_keys("ftp://example.com/")
         driver.find_element(By.CSS_SELECTOR, "input[name=_save]").click()
-        assert text_of(driver, ".errorlist") == message
+        wait_until(lambda: text_of(driver, ".errorlist") == message, 20,
+                   f"the form's refusal {message!r}")
         shots.take("bad-seed-refused")
         assert installation.query("SELECT COUNT(*) FROM crawls_crawl") == [(1,)]  # the paused one
 

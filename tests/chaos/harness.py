@@ -114,8 +114,10 @@ def crawler_processes(crawl_id: str | None = None, under: Path | None = None) ->
     found: Counter[str] = Counter()
     for pid in pids():
         argv = _cmdline(pid)
-        wrapper = any(a == b"runner.local_wrapper" or a.endswith(b"/local_wrapper.py") for a in argv)
-        if not argv or b"--crawlId" not in argv or wrapper:
+        if not argv or b"--crawlId" not in argv:
+            continue
+        if any(a == b"runner.local_wrapper" or a.endswith(b"/local_wrapper.py") for a in argv):
+            continue
             continue
         args = [a.decode(errors="replace") for a in argv]
         found_id = args[args.index("--crawlId") + 1] if args[-1] != "--crawlId" else ""
