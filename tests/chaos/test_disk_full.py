@@ -76,8 +76,6 @@ class FileWatch:
         return gone, self.warcs - on_disk - kept
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "issue 9: out of space while packaging = crash: crawl fails, WARCs deleted"))
 def test_a_disk_filling_while_packaging_deletes_nothing_and_the_crawl_resumes(chaos_root):
     if not can_mount_tmpfs(chaos_root):
         pytest.skip("cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN)")

@@ -9,8 +9,6 @@ from tests.chaos.harness import CrawlerWatch, LaunchSniper, Trial, chaos_site
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "issue 9: unrecorded local instance not adopted: a second crawler runs"))
 def test_a_kill_9_during_a_local_launch_never_leaves_two_crawlers_for_one_instance(chaos_root):
     with chaos_site(trees=3, pages=12, delay=0.15) as site, \
             Trial(chaos_root, webhooks=False, env={"ARCHIVER_MAX_CONCURRENT_CRAWLS": "3"}) as trial:

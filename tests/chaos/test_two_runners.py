@@ -11,8 +11,6 @@ from tests.chaos.trials import two_runner_trial
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "issue 9: shared Redis db, adoption across data dirs: twice, no WACZ, orphans"))
 def test_two_runners_and_a_kill_9_of_one_lose_and_repeat_nothing(chaos_root, postgres_url):
     result = two_runner_trial(chaos_root, postgres_url, crawls=30, pages=4, timeout=50,
                               rng=random.Random(9), webhook_wait=10)
