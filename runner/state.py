@@ -90,7 +90,7 @@ class Runtime:
     episodes: Episodes = field(default_factory=Episodes)
     count_every: float = 15.0
     redis_grace: float = 300.0
-    corrupt_grace: float = 60.0
+    corrupt_grace: float = 30.0
     cancel_grace: float = 30.0
     stopping: bool = False  # the loop was asked to stop: claim nothing new
     tick_started: float = 0.0  # time.monotonic() when this tick began

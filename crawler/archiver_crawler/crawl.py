@@ -422,13 +422,16 @@ class Crawler:
             links = await self.in_scope(entry, seed, extracted.links)
             requisites = extracted.requisites
             title, load_state = extracted.title, 3
-        record = json.dumps({
+        page = {
             "id": uuid.uuid4().hex, "url": entry.url, "title": title,
             "ts": warc_date(fetched.exchange.date), "mime": fetched.mime,
             "status": fetched.status, "depth": entry.depth, "seed": entry.depth == 0,
-            "loadState": load_state, "filename": self.warc.name if self.warc else None,
-        })
-        self._pages_file().append(record)
+            "loadState": load_state,
+        }
+        # In a WACZ's pages list, a page's `filename` names the WACZ holding it (replay tools
+        # open that file for the page): the WARC's name goes only to Redis.
+        self._pages_file().append(json.dumps(page))
+        record = json.dumps({**page, "filename": self.warc.name if self.warc else None})
         self.pages_crawled += 1
         return Outcome(entry.url, page=record if self.config.write_pages_to_redis else None,
                        links=tuple(links), assets=tuple(requisites))

@@ -123,7 +123,7 @@ def test_the_embedded_redis_files_stay_private_after_a_restart(embedded, setting
                                              .read_text().split("\0"))
 
 
-def test_a_wedged_embedded_redis_is_replaced_on_its_port(embedded):
+def test_a_wedged_embedded_redis_is_replaced(embedded):
     endpoint = embedded.ensure()
     watch = RedisWatch(embedded, endpoint)
     watch.check(T0)
@@ -134,10 +134,12 @@ def test_a_wedged_embedded_redis_is_replaced_on_its_port(embedded):
         wedged = embedded.process.pid
         os.kill(wedged, signal.SIGSTOP)
 
-        assert watch.check(later(2)) == endpoint
+        replaced = watch.check(later(2))
+        # Its own port when the kernel has released it, else a free one (both are right).
+        assert replaced is not None and replaced.password == endpoint.password
 
         assert not alive(wedged)  # never two servers on one append-only file
-        store.reconnect(endpoint)
+        store.reconnect(replaced)
         assert store.read(2, "c2").done == 4
     finally:
         store.close()
