@@ -85,6 +85,7 @@ def test_redis_pages_match_pages_jsonl_and_counters_follow_the_contract(crawl, s
                        instance="crawl-crawl1-0")
     assert code == 0
     redis_pages = [json.loads(p) for p in r.lrange("crawl1:pages", 0, -1)]
+    assert all(p.pop("filename").endswith(".warc.gz") for p in redis_pages)  # Redis only
     assert sorted(redis_pages, key=lambda p: p["url"]) == sorted(coll.pages,
                                                                  key=lambda p: p["url"])
     assert int(r.get("crawl1:d")) == len(coll.pages)
