@@ -458,14 +458,19 @@ def test_replay_shows_archived_pages_from_several_wacz_files(installation, admin
 
     log_in(driver, admin_url, installation)
     for url, text in urls.items():
-        driver.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/replay/?url={quote(url)}")
-        try:
-            wait_until(lambda text=text: driver.execute_script(FIND_TEXT_JS, text), 90,
-                       f"{text!r} inside the replay frame", interval=1)
-        except AssertionError:
-            shots.take("replay-failed")
-            console = "\n".join(str(entry) for entry in driver.get_log("browser")[-30:])
-            raise AssertionError(f"no {text!r} in the replay; browser console:\n{console}") from None
+        # A person reloads a player whose first load raced its service worker's start
+        # (seen on a loaded machine): so does this test, once.
+        for attempt in range(2):
+            driver.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/replay/?url={quote(url)}")
+            try:
+                wait_until(lambda text=text: driver.execute_script(FIND_TEXT_JS, text), 60,
+                           f"{text!r} inside the replay frame", interval=1)
+                break
+            except AssertionError:
+                shots.take(f"replay-failed-{attempt}")
+                if attempt:
+                    console = "\n".join(str(entry) for entry in driver.get_log("browser")[-30:])
+                    raise AssertionError(f"no {text!r} in the replay; browser console:\n{console}") from None
         shots.take(f"replay-{url.rsplit('/', 1)[1]}")
     access_log = (installation.data_dir / "run" / "admin-access.log").read_text()
     assert f"/admin/crawls/crawl/{crawl_id}/replay.json" in access_log
