@@ -202,9 +202,14 @@ class CrawlQuerySet(LeaseQuerySet):
     def holding_redis(self):
         return self.filter(redis_db__isnull=False)
 
-    def final_holding_redis(self):
-        """Final crawls whose Redis database was not flushed and released (a crash between)."""
-        return self.filter(status__in=S.FINAL, redis_db__isnull=False)
+    def final_holding_redis(self, finished_before):
+        """Final crawls whose Redis database was not flushed and released (a crash between).
+        Looked up through the few crawls holding a database (the partial unique index),
+        never through the finished ones, which grow without bound."""
+        holders = self.filter(redis_db__isnull=False).values_list("pk", "status", "finished_at")
+        stuck = [pk for pk, status, finished in holders
+                 if status in S.FINAL and finished is not None and finished < finished_before]
+        return self.filter(pk__in=stuck)
 
     def by_prefix(self, prefix: str) -> Crawl:
         """The one crawl whose id starts with `prefix`; NotAllowed names the problem."""

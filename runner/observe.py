@@ -64,7 +64,7 @@ def observe(rt: Runtime, crawl: Crawl, held: Held, now: dt.datetime, processes: 
         obs.fault = ("unreachable", type(exc).__name__)
     if held.files_bytes is None:
         held.files_bytes = files_bytes(crawl)
-    obs.has_files = held.files_bytes > 0 or crawl.files.exists()
+    obs.has_files = held.files_bytes > 0  # no query per tick: kept files are never empty
     if obs.progress is not None:
         obs.progress_values = progress_values(crawl, obs.progress, held.files_bytes)
         check_limits(obs, crawl, processes, now)

@@ -73,6 +73,6 @@ def release_redis_left_over(rt: Runtime, now: dt.datetime) -> bool:
     # tick, and a flush racing that release could hit a crawl that has won the index since.
     settled = now - dt.timedelta(seconds=2 * rt.settings.lease_seconds)
     found = False
-    for crawl in Crawl.objects.final_holding_redis().filter(finished_at__lt=settled)[:20]:
+    for crawl in Crawl.objects.final_holding_redis(settled)[:20]:
         found |= finish.release_redis(rt, crawl, crawl.redis_db)
     return found
