@@ -284,6 +284,9 @@ class Crawl(Leased):
             models.Index(fields=["org", "status"], name="crawl_org_status"),
             models.Index(fields=["finished_at"], name="crawl_finished",
                          condition=Q(finished_at__isnull=False)),
+            # The API's lists, newest first by (created_at, id) keyset, all or of one status.
+            models.Index(fields=["created_at", "id"], name="crawl_created_id"),
+            models.Index(fields=["status", "created_at", "id"], name="crawl_status_created_id"),
         ]
         constraints = [
             # A Redis database is won, never assumed: two runners cannot both hold one.
