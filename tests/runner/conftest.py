@@ -18,7 +18,7 @@ from runner.daemon import Runner
 from runner.launchers import LocalLauncher
 from runner.progress import ProgressStore
 from runner.redis_server import RedisEndpoint
-from runner.testing import FakeLauncher
+from runner.testing import FakeLauncher, MemoryStore
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -53,6 +53,15 @@ def store(endpoint):
         client.execute_command("SELECT", db)
         client.flushdb()
     client.close()
+
+
+@pytest.fixture
+def memory_store():
+    """The store over an in-memory Redis: for step tests that need no server. A test
+    module uses it everywhere by defining `store` as `memory_store`."""
+    store = MemoryStore()
+    yield store
+    store.close()
 
 
 @pytest.fixture
