@@ -174,6 +174,10 @@ class RedisServer:
             return self.client().ping()
         except OSError:
             return False
+        except RuntimeError as exc:  # an error reply: LOADING the dataset after a restart
+            if str(exc).startswith("LOADING"):
+                return False
+            raise
 
     def client(self, db: int = 0):
         return RedisClient(self.port, db)
