@@ -200,13 +200,15 @@ class CrawlQuerySet(LeaseQuerySet):
         return self.filter(status=S.PAUSED, waiting_reason__startswith=DISK_PAUSE)
 
     def holding_redis(self):
-        return self.filter(redis_db__isnull=False)
+        """Crawls holding a Redis database, through the partial unique index on redis_db
+        (unordered: the default newest-first order made SQLite scan every crawl instead)."""
+        return self.filter(redis_db__isnull=False).order_by()
 
     def final_holding_redis(self, finished_before):
         """Final crawls whose Redis database was not flushed and released (a crash between).
         Looked up through the few crawls holding a database (the partial unique index),
         never through the finished ones, which grow without bound."""
-        holders = self.filter(redis_db__isnull=False).values_list("pk", "status", "finished_at")
+        holders = self.holding_redis().values_list("pk", "status", "finished_at")
         stuck = [pk for pk, status, finished in holders
                  if status in S.FINAL and finished is not None and finished < finished_before]
         return self.filter(pk__in=stuck)
