@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from archiver_crawler import __version__
-from archiver_crawler.warc import sidecar_index_path
+from archiver_crawler.warc import sidecar_index_path, url_key
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,16 @@ def _index_snapshot(warc: Path, size: int, tmp: Path) -> list[str]:
     except (ArchiveLoadFailed, OSError, EOFError, zlib.error) as exc:
         logger.warning("index of %s stops at a damaged record: %s", warc.name, exc)
     snapshot.unlink()
-    return output.read_text(encoding="utf-8").splitlines() if output.exists() else []
+    lines = output.read_text(encoding="utf-8").splitlines() if output.exists() else []
+    return [_rekeyed(line) for line in lines]
+
+
+def _rekeyed(line: str) -> str:
+    """A cdxj-indexer line keyed as our own lines are (cdxj-indexer keys by the surt package,
+    whose rule ReplayWeb.page does not follow; see url_key)."""
+    key, stamp, fields = line.split(" ", 2)
+    url = json.loads(fields).get("url")
+    return f"{url_key(url) if url else key} {stamp} {fields}"
 
 
 class _Limited:
