@@ -153,35 +153,39 @@ def ingest(crawl: Crawl, pages: list[dict], errors: list[dict], now: dt.datetime
     - a loaded page record (`:pages`, page_loaded()) is done and replaces an earlier report,
       so a retried page that now succeeds is done;
     - a page record that did not load is failed too, but replaces nothing: the crawler also
-      put that page on `:f`, before or after, and that record says why.
+      put that page on `:f`, before or after, and that record says why. Its load state is kept.
 
     Error lines become CrawlLog lines. The filename is not the crawler's: it is set once the
     session's WACZ is kept (name_pages)."""
-    reported = {page["url"]: snapshot_from(crawl, page, now, SnapshotStatus.FAILED)
-                for page in failed if page.get("url")}
-    unloaded = {}
+    loaded, unloaded = {}, {}
     for page in pages:
-        if not page.get("url"):
-            continue
-        if page_loaded(page):
-            reported[page["url"]] = snapshot_from(crawl, page, now)
-            unloaded.pop(page["url"], None)
-        elif page["url"] not in reported:
+        if page.get("url") and page_loaded(page):
+            loaded[page["url"]] = snapshot_from(crawl, page, now)
+        elif page.get("url"):
             unloaded[page["url"]] = snapshot_from(crawl, page, now, SnapshotStatus.FAILED)
-    if unloaded:  # only new URLs, or pages a failed-pages session queued again
-        known = Snapshot.objects.filter(crawl=crawl, url__in=list(unloaded)).exclude(
-            status=SnapshotStatus.QUEUED).values_list("url", flat=True)
-        for url in known:
-            del unloaded[url]
-    if snapshots := [*reported.values(), *unloaded.values()]:
-        Snapshot.objects.bulk_create(
-            snapshots, batch_size=500, update_conflicts=True, unique_fields=["crawl", "url"],
-            update_fields=["status", "http_status", "load_state", "title", "mime", "captured_at",
-                           "error", "depth"],
-        )
+    failures = {page["url"]: snapshot_from(crawl, page, now, SnapshotStatus.FAILED)
+                for page in failed if page.get("url") and page["url"] not in loaded}
+    upsert(list(loaded.values()), ["status", "http_status", "load_state", "title", "mime",
+                                   "captured_at", "error", "depth"])
+    upsert(list(failures.values()), ["status", "error", "depth"])
+    new = [row for url, row in unloaded.items() if url not in loaded and url not in failures]
+    known = set(Snapshot.objects.filter(crawl=crawl, url__in=[row.url for row in new]).exclude(
+        status=SnapshotStatus.QUEUED).values_list("url", flat=True))
+    upsert([row for row in new if row.url not in known], ["status", "load_state", "error", "depth"])
+    for url, row in unloaded.items():  # failed pages are few: one update each
+        if url not in loaded and row.load_state is not None:
+            Snapshot.objects.filter(crawl=crawl, url=url, status=SnapshotStatus.FAILED).update(
+                load_state=row.load_state)
     if errors:
         # Bounded per crawl (ARCHIVER_CRAWL_LOG_MB): a chatty crawler costs at most that.
         crawl_logs.keep_lines(crawl, ({"logLevel": "error", **e} for e in errors), now)
+
+
+def upsert(snapshots: list[Snapshot], fields: list[str]) -> None:
+    """Insert these Snapshots; a URL the crawl has already gets only `fields` changed."""
+    if snapshots:
+        Snapshot.objects.bulk_create(snapshots, batch_size=500, update_conflicts=True,
+                                     unique_fields=["crawl", "url"], update_fields=fields)
 
 
 def snapshot_from(crawl: Crawl, page: dict, now: dt.datetime,
