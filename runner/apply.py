@@ -309,7 +309,9 @@ def handle_exit(rt: Runtime, obs, held: Held, action: HandleExit) -> None:
         what = "vanished" if code is None else f"exited with code {code} ({reason})"
         rt.note(crawl, f"instance {process.hostname} {what}", "warning" if reason != ExitReason.DONE
                 else "info", now, exit_code=code, log_tail=tail[-1000:])
-    if reason in (ExitReason.PERMANENT, ExitReason.NO_PAGE):
+    # Exit 9 after a stop or cancel is the outcome's to judge (canceled when nothing was done).
+    if reason == ExitReason.PERMANENT or (reason == ExitReason.NO_PAGE and not
+                                          (crawl.intent or crawl.stop_reason)):
         words = crawler_words(crawl, tail, errors=reason == ExitReason.NO_PAGE) or last_line(tail)
         raise CrawlFailed(f"crawler instance {process.hostname} {FAILED_HOW.get(code, FAILED_HOW[17])} "
                           f"(exit {code})" + (f": {words[:500]}" if words else ""))

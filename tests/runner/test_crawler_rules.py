@@ -163,6 +163,20 @@ def test_exit_9_is_no_page_succeeded_not_a_crash_and_is_not_relaunched(make_runn
     assert "ERR_CONNECTION_REFUSED" in crawl.error
 
 
+def test_exit_9_after_a_stop_before_any_page_is_done_ends_canceled(make_runner, make_crawl, fake, store):
+    crawl = make_crawl()
+    runner = make_runner(fake)
+    runner.tick(later(0))
+    crawl.stop(later(1))
+    runner.tick(later(1))
+    end_instance(fake, store, crawl, 9, "failed")
+    runner.tick(later(2))
+
+    crawl.refresh_from_db()
+    assert (crawl.status, crawl.stop_reason) == (S.CANCELED, "user")
+    assert fake.launches == 1
+
+
 def test_when_every_instance_failed_the_error_quotes_the_crawler(make_runner, make_crawl, fake, store):
     crawl = make_crawl(scale=2)
     runner = make_runner(fake)
