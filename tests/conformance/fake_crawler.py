@@ -15,7 +15,8 @@ It fetches its seeds (no links) over HTTP, one page at a time, and on the way:
 - SIGTERM: it finishes the page in hand, sets `interrupted` and exits 11 with NO WACZ (its
   WARC stays in archive/, and the next session's WACZ holds it);
 - `"fatal": "<message>"` in the script: a fatal error under --restartsOnError, i.e. a fatal
-  line in `:e` and the log, status `failed`, exit 0.
+  line in `:e` and the log, status `failed`, exit 0;
+- SIGKILL (the test kills it as `docker kill` would): 137, and no OOM flag.
 
 The script is `<data_dir>/conformance.json` (the instance folder is
 <data_dir>/crawls/<crawl>/<instance>): {"delay": seconds per page, "pending_wait": seconds,

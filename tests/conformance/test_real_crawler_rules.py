@@ -8,6 +8,7 @@ import io
 import os
 import signal
 import zipfile
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -108,6 +109,22 @@ def test_sigterm_ends_a_session_with_exit_11_and_no_wacz_and_the_next_wacz_holds
     assert sorted(wacz_pages(path)) == sorted(urls)
     assert set(Snapshot.objects.filter(crawl=crawl).values_list("status", "filename")) == {
         (SnapshotStatus.DONE, name)}
+
+
+def test_a_kill_without_the_oom_flag_is_a_crash_relaunched_not_oom(fake_runner, make_crawl):
+    with serve_site() as site:
+        crawl = make_crawl(*pages_of(site, "a.html", "c.html", "target.html", "a1.html", "b1.html"))
+        runner = fake_runner(delay=0.4)
+        drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= 1)
+        wrapper = crawl.processes.get().pid
+        (child,) = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
+        os.kill(int(child), signal.SIGKILL)  # what `docker kill` does: 137, OOMKilled false
+        drive(runner, is_final(crawl))
+
+    crawl.refresh_from_db()
+    assert crawl.status == S.COMPLETE, crawl.error
+    runs = list(crawl.processes.order_by("created_at", "pk").values_list("exit_code", "exit_reason"))
+    assert runs == [(137, ExitReason.CRASH), (0, ExitReason.DONE)]
 
 
 def test_a_single_instance_shutting_down_never_shows_pending_wait(fake_runner, make_crawl):

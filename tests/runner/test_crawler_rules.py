@@ -10,7 +10,8 @@ import zipfile
 
 import pytest
 
-from crawls.models import Crawl, CrawlStatus, ExitReason, Snapshot, SnapshotStatus
+from crawls.models import Crawl, CrawlFile, CrawlStatus, ExitReason, Snapshot, SnapshotStatus
+from runner import archive
 from runner.launchers import hostname
 from tests.runner.test_steps import end_instance, keys, later, report
 
@@ -231,3 +232,37 @@ def test_a_canceled_crawl_keeps_no_size(make_runner, make_crawl, fake, store):
     crawl.refresh_from_db()
     assert crawl.status == S.CANCELED
     assert (crawl.size_bytes, crawl.files.count()) == (0, 0)
+
+
+def test_a_kept_wacz_whose_pages_list_cannot_be_read_names_nothing_and_says_so(
+        make_runner, make_crawl, fake, store):
+    crawl = make_crawl()
+    runner = make_runner(fake)
+    runner.tick(later(0))
+    report(store, crawl, done=1, found=2, pages=["http://site/a"])
+    end_instance(fake, store, crawl, 0, "done", wacz=b"not a zip at all")
+    runner.tick(later(1))
+
+    crawl.refresh_from_db()
+    assert crawl.status == S.COMPLETE and crawl.files.count() == 1  # kept all the same
+    assert Snapshot.objects.get(crawl=crawl).filename == ""
+    assert crawl.logs.filter(level="warning", message__startswith="cannot read the pages list").exists()
+
+
+def test_a_pages_list_is_read_within_its_bounds(make_crawl, data_dir):
+    crawl = make_crawl()
+    folder = data_dir / "archives" / crawl.pk
+    folder.mkdir(parents=True)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as wacz:
+        wacz.writestr("pages/pages.jsonl", "[1]\nnot json\n" + json.dumps({"url": "http://site/a"})
+                      + "\n" + json.dumps({"url": "http://site/" + "x" * 5000}) + "\n")
+        wacz.writestr("../pages/pages.jsonl", json.dumps({"url": "http://evil/"}) + "\n")
+    (folder / "w.wacz").write_bytes(buffer.getvalue())
+    kept = CrawlFile(crawl=crawl, path=f"archives/{crawl.pk}/w.wacz", size=0, sha256="")
+
+    entries = archive.kept_pages(data_dir, kept, archive.Limits(page_line_bytes=1000))
+    assert next(entries) == {"url": "http://site/a"}  # lines that are not objects are skipped
+    with pytest.raises(archive.Refused, match="a line over 1000 bytes"):
+        next(entries)
+    assert [e["url"] for e in archive.kept_pages(data_dir, kept, archive.Limits(pages_bytes=12))] == []
