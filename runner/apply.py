@@ -390,9 +390,10 @@ def keep_session(rt: Runtime, crawl: Crawl, process: Process, now: dt.datetime) 
 def name_pages(rt: Runtime, crawl: Crawl, kept: CrawlFile, now: dt.datetime) -> None:
     """Snapshot.filename = the kept WACZ's name, for the pages its page lists hold. The
     crawler's own `filename` names its upload (`<timestamp>-<id>.wacz`) or a WARC, never a
-    file archiver keeps. What the session reported is read first, so its pages exist."""
+    file archiver keeps. What the session reported is read first, so its pages exist (only
+    from a crawl we hold: at start-up a crawl's Redis database may be another runner's)."""
     held = rt.held.get(crawl.pk)
-    if crawl.redis_db is not None and not (held and held.redis_down_since):
+    if held is not None and crawl.redis_db is not None and not held.redis_down_since:
         with contextlib.suppress(redis.RedisError, ArchiverError):
             drain_rest(rt, crawl, now)
     name, urls = kept.path.rsplit("/", 1)[-1], []
