@@ -720,6 +720,19 @@ class SnapshotStatus(models.TextChoices):
     FAILED = "failed"  # the crawler gave up on it
 
 
+PAGE_LOADED = 2  # browsertrix-crawler's loadState FULL_PAGE_LOADED (0 failed, 1 content loaded)
+
+
+def page_loaded(record: dict) -> bool:
+    """Whether a crawler's page record (from `<id>:pages`, or a WACZ's page list) is a page it
+    archived. The real crawler also reports a page whose retries ran out there, with no HTTP
+    status and a loadState below 2: that page failed (docs/crawlers.md)."""
+    status, state = record.get("status"), record.get("loadState")
+    if type(status) is not int or not 0 < status < 1000:
+        return False
+    return not (type(state) is int and state < PAGE_LOADED)
+
+
 class Snapshot(Leased):
     """One page of a crawl, as the crawler reported it."""
 
@@ -730,10 +743,13 @@ class Snapshot(Leased):
     seed = models.BooleanField(default=False)
     status = models.CharField(max_length=16, choices=SnapshotStatus.choices, default=SnapshotStatus.DONE)
     http_status = models.PositiveIntegerField(null=True, blank=True)
+    load_state = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="The crawler's loadState: below 2 the page did not load.")
     title = models.TextField(blank=True, default="")
     mime = models.CharField(max_length=200, blank=True, default="")
     captured_at = models.DateTimeField(null=True, blank=True)
-    filename = models.CharField(max_length=300, blank=True, default="", help_text="WARC file holding it.")
+    filename = models.CharField(max_length=300, blank=True, default="",
+                                help_text="The kept archive holding it (set once its WACZ is kept).")
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -760,13 +776,14 @@ class ExitReason(models.TextChoices):
     DONE = "done"  # exit 0
     OOM = "oom"  # 137 or killed by the OOM killer
     INTERRUPTED = "interrupted"  # 11/13: stopped by a signal, safe to relaunch
-    PERMANENT = "permanent"  # 4 or 17: the configuration is refused, never relaunched
+    PERMANENT = "permanent"  # 4, 17, or status `failed` on exit 0: a fatal error, never relaunched
     LIMIT = "limit"  # 14/15/16: a per-session limit, relaunch continues
     CRASH = "crash"  # anything else
     REMOVED = "removed"  # removed by archiver (cancel, scale down, orphan)
     DISK = "disk"  # 3: out of disk space; the crawl pauses for the disk, not a failure
     REDIS = "redis"  # 8: Redis was unavailable; relaunched once it answers, not a failure
     ORPHANED = "orphaned"  # its runner died; relaunched by the runner that adopted the crawl
+    NO_PAGE = "no_page"  # 9: the crawler finished and no page succeeded; never relaunched
 
 
 LIVE_PROCESS = (ProcessStatus.STARTING, ProcessStatus.RUNNING)
