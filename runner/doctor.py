@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shlex
 import shutil
 import stat
 import subprocess
@@ -223,7 +224,7 @@ def check_local_crawler(settings: Settings) -> Finding:
                     "check ARCHIVER_LOCAL_CRAWLER_COMMAND")
     lines = result.stdout.strip().splitlines()
     version = lines[0][:100] if result.returncode == 0 and lines else "unknown"
-    return ok("crawler", f"local command {command[0]}, version {version}")
+    return ok("crawler", f"local command `{shlex.join(command)[:200]}`, version {version}")
 
 
 # --- the disk and the data dir ---------------------------------------------------------------

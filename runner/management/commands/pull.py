@@ -47,6 +47,10 @@ class Command(BaseCommand):
                 self.stdout.write(console.file.getvalue(), ending="")
         self.stdout.write(f"{image} is on the Docker engine; `archiver doctor` checks it.")
 
+# A layer's intermediate steps: its bar shows them; the log keeps its outcome only.
+LAYER_STEPS = {"Pulling fs layer", "Waiting", "Downloading", "Verifying Checksum", "Download complete",
+               "Extracting"}
+
 
 class LayerProgress(Progress):
     """One bar per layer being downloaded or extracted; other events as plain lines."""
@@ -64,5 +68,5 @@ class LayerProgress(Progress):
                 self.layers[layer] = self.add_task(layer, total=detail["total"])
             self.update(self.layers[layer], description=f"{layer} {status}",
                         completed=detail.get("current", 0), total=detail["total"])
-        elif not layer or status in ("Pull complete", "Already exists"):
+        elif status not in LAYER_STEPS:
             self.console.print(f"{layer}: {status}" if layer else status, highlight=False)
