@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -217,3 +218,38 @@ def test_the_crawler_is_named_from_the_image_labels():
     assert doctor.crawler_kind("x:1", {"org.opencontainers.image.title": "archiver-crawler"}).startswith(
         "archiver's own crawler")
     assert "does not know" in doctor.crawler_kind("someone/else:1", {})
+
+
+def test_an_unreachable_database_server_is_one_failed_line_without_its_password(healthy):
+    port = free_port()
+    code, lines, _ = doctor_lines({**healthy, "ARCHIVER_DATABASE_URL": f"postgres://u:s3cret-pw@127.0.0.1:{port}/x"})
+    assert code == 1
+    (line,) = failed_lines(lines)
+    assert line.startswith(f"✗ database: postgresql 127.0.0.1:{port}/x does not answer: ")
+    assert line.endswith("— fix: check ARCHIVER_DATABASE_URL and that the database server runs")
+    assert "s3cret" not in "\n".join(lines)
+
+
+@pytest.fixture
+def unlabelled_image(docker_client, crawler_image):
+    """The crawler image with its version label emptied and the real crawler's source label."""
+    tag = f"archiver/test-doctor-unlabelled:{secrets.token_hex(4)}"
+    context = Path(tempfile.mkdtemp(prefix="unlabelled-"))
+    (context / "Dockerfile").write_text(
+        f"FROM {crawler_image}\n"
+        'LABEL org.opencontainers.image.version="" org.opencontainers.image.title="" '
+        'org.opencontainers.image.source="https://github.com/webrecorder/browsertrix-crawler"\n')
+    try:
+        docker_client.images.build(path=str(context), tag=tag, rm=True, forcerm=True)
+    finally:
+        shutil.rmtree(context, ignore_errors=True)
+    yield tag
+    docker_client.images.remove(tag, force=True)
+
+
+def test_an_image_without_a_version_label_is_asked_with_crawl_version(healthy, unlabelled_image, docker_client):
+    code, lines, _ = doctor_lines({**healthy, "ARCHIVER_CRAWLER_IMAGE": unlabelled_image})
+    assert code == 0, lines
+    assert lines[3] == (f"✓ crawler image: {unlabelled_image}: webrecorder's browsertrix-crawler (a browser), "
+                        f"version {CRAWLER_VERSION} (from `crawl --version`)")
+    assert docker_client.containers.list(all=True, filters={"ancestor": unlabelled_image}) == []
