@@ -69,4 +69,6 @@ class LayerProgress(Progress):
             self.update(self.layers[layer], description=f"{layer} {status}",
                         completed=detail.get("current", 0), total=detail["total"])
         elif status not in LAYER_STEPS:
+            if layer in self.layers:  # done: its outcome line replaces its bar
+                self.remove_task(self.layers.pop(layer))
             self.console.print(f"{layer}: {status}" if layer else status, highlight=False)
