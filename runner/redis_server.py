@@ -85,16 +85,21 @@ def mask(text: str, endpoint: RedisEndpoint) -> str:
     return text.replace(quote(endpoint.password, safe=""), "***").replace(endpoint.password, "***")
 
 
-def external(url: str) -> RedisEndpoint:
-    """The server ARCHIVER_REDIS_URL names, with its number of databases (16 if it won't say)."""
+def parse_url(url: str) -> RedisEndpoint:
+    """The endpoint ARCHIVER_REDIS_URL names (no request made)."""
     parts = urlsplit(url)
     if parts.scheme == "unix":
         raise ConfigError("ARCHIVER_REDIS_URL: crawlers need a TCP address, not a unix socket")
-    endpoint = RedisEndpoint(
+    return RedisEndpoint(
         host=parts.hostname or "127.0.0.1", port=parts.port or 6379,
         password=unquote(parts.password or ""), username=unquote(parts.username or ""),
         scheme=parts.scheme,
     )
+
+
+def external(url: str) -> RedisEndpoint:
+    """The server ARCHIVER_REDIS_URL names, with its number of databases (16 if it won't say)."""
+    endpoint = parse_url(url)
     databases = 16
     try:
         answer = endpoint.client().config_get("databases")
@@ -153,6 +158,11 @@ class EmbeddedRedis:
             if self.process is not None and self.process.pid == state["pid"]:
                 self.process.poll()
             time.sleep(0.05)
+
+    def recorded(self) -> RedisEndpoint | None:
+        """The endpoint of the server last started, as redis.json records it (it may be down)."""
+        state = self._read_state()
+        return self._endpoint(state) if state else None
 
     def stop(self) -> None:
         """Stop the recorded server (only if it is really our redis-server); SIGTERM makes

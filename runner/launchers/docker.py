@@ -36,10 +36,15 @@ def install_id(settings: Settings) -> str:
     return hashlib.sha256(str(settings.data_dir).encode()).hexdigest()[:10]
 
 
+def image_fix(image: str) -> str:
+    """How to get `image` onto the engine: archiver's own is built here, never pulled."""
+    if image.startswith(OWN_IMAGE):
+        return "build it with scripts/build-crawler-image.sh"
+    return f"run `archiver pull` (or `docker pull {image}`)"
+
+
 def image_missing(image: str) -> ImageMissing:
-    fix = ("build it with scripts/build-crawler-image.sh" if image.startswith(OWN_IMAGE)
-           else f"pull it with `docker pull {image}`")
-    return ImageMissing(f"crawler image {image} is not on the Docker engine; {fix}")
+    return ImageMissing(f"crawler image {image} is not on the Docker engine; {image_fix(image)}")
 
 
 class DockerLauncher(Launcher):
@@ -112,15 +117,14 @@ class DockerLauncher(Launcher):
         redis_host = "redis" if spec.redis.is_loopback else None
         write_crawler_config(spec.instance_dir, spec.config, spec.redis_url(redis_host), owner)
         args = ["crawl", *spec.crawler_args("/crawls")]
-        container_id = self._create(spec, args, owner, redis_host)
+        container_id = self._create(spec, args, folder_user(spec.instance_dir), redis_host)
         self._call("start a container", lambda api: api.start(container_id))
         return Launched(ref=container_id, args=args, container_id=container_id, image=self.image)
 
-    def _create(self, spec: LaunchSpec, args: list[str], owner, redis_host) -> str:
+    def _create(self, spec: LaunchSpec, args: list[str], user: str, redis_host) -> str:
         """The container's id. Never pulls: a missing image raises ImageMissing. A container
         of the same name (this Process row's, from a launch cut short) is taken over."""
         name = f"archiver-{self.install}-{spec.crawl_id[:12]}-{spec.instance}-p{spec.process_id}"
-        user = "{}:{}".format(*(owner or (os.getuid(), os.getgid())))
         for _ in range(2):
             created = self._create_named(name, spec, args, user, redis_host)
             if created:
@@ -242,6 +246,48 @@ class DockerLauncher(Launcher):
             return self._call("read logs", lambda api: api.logs(ref, tail=lines)).decode(errors="replace")
         except docker.errors.NotFound:
             return ""
+
+    # --- for `archiver doctor` -----------------------------------------------------------
+
+    def engine_version(self) -> str:
+        """The engine's version; EngineUnavailable when it does not answer in time."""
+        return str(self._call("tell its version", lambda api: api.version()).get("Version", "?"))
+
+    def image_labels(self) -> dict[str, str] | None:
+        """The image's labels; None when the engine does not have the image."""
+        import docker.errors
+
+        try:
+            attrs = self._call("find the image", lambda api: api.inspect_image(self.image))
+        except docker.errors.NotFound:
+            return None
+        return attrs.get("Config", {}).get("Labels") or {}
+
+    def crawler_version(self) -> str:
+        """The first line `crawl --version` prints in a throwaway container (no network, no
+        mounts); "" when it prints nothing or does not exit within the timeout."""
+        container = self._call("create a container", lambda api: api.create_container(
+            self.image, ["crawl", "--version"],
+            host_config=api.create_host_config(network_mode="none", cap_drop=["ALL"]))["Id"])
+        try:
+            self._call("start a container", lambda api: api.start(container))
+            self._call("wait for a container", lambda api: api.wait(container, timeout=self.timeout))
+            output = self._call("read logs", lambda api: api.logs(container, stderr=False))
+        except EngineUnavailable:
+            return ""
+        finally:
+            self.remove(container)
+        lines = output.decode(errors="replace").strip().splitlines()
+        return lines[0].strip()[:100] if lines else ""
+
+
+def folder_user(folder: Path) -> str:
+    """`uid:gid` of the instance folder, the container's user: the real crawler's entrypoint
+    runs as /crawls' owner only when both match (else it tries groupadd/useradd, which the
+    dropped capabilities forbid). The gid is the folder's, not ours: in a setgid data dir
+    the folder inherits the data dir's group."""
+    info = os.stat(folder, follow_symlinks=False)
+    return f"{info.st_uid}:{info.st_gid}"
 
 
 def _instance(container_id: str, labels: dict, state: dict) -> Instance:
