@@ -73,8 +73,11 @@ def add_profile(org: Org, name: str, source: Path, data_dir: Path, now: dt.datet
             profile = BrowserProfile.objects.create(org=org, name=name, sha256=sha256, size_bytes=size,
                                                     created_at=now)
             os.rename(temp, profile_path(data_dir, org.pk, name))
-    except IntegrityError:  # added by someone else meanwhile
-        raise ConfigError(f"org {org.slug!r} has a browser profile {name!r} already (remove it first)") from None
+    except IntegrityError:
+        if BrowserProfile.objects.filter(org=org, name=name).exists():  # added meanwhile
+            raise ConfigError(f"org {org.slug!r} has a browser profile {name!r} already "
+                              "(remove it first)") from None
+        raise
     finally:
         with contextlib.suppress(FileNotFoundError):
             temp.unlink()
@@ -111,10 +114,11 @@ def copy_private(source: Path, target: Path, max_bytes: int) -> tuple[str, int]:
         fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise ConfigError(f"cannot read {source}: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ConfigError(f"{source} is not a regular file")
     with os.fdopen(fd, "rb") as reader:
-        st = os.fstat(reader.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"{source} is not a regular file")
         if st.st_size > max_bytes:
             raise ConfigError(f"{source} is {human_size(st.st_size)}; a browser profile may be at "
                               f"most {human_size(max_bytes)}")
