@@ -71,6 +71,10 @@ OPTION_FOR_FIELD = {
 }
 
 
+# Comma-separated on the command line; their messages quote the one item that is wrong.
+CHOICE_LISTS = ("behaviors", "wait_until", "screenshot")
+
+
 def one_line(message: str) -> str:
     """A message as one readable line: control characters escaped, long quotes shortened."""
     message = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in message)
@@ -251,8 +255,9 @@ def config_error_line(exc: ValidationError) -> str:
     option = OPTION_FOR_FIELD.get(field, field)
     if error["type"] == "browser_crawler":  # about the option, whatever its value
         return f"{option} {message}"
-    echo = "input" in error and not isinstance(error["input"], list | dict) and field not in RANGE_TEXT
-    if echo and shown(error["input"]) not in message:
+    value = error.get("input")
+    echo = "input" in error and not isinstance(value, list | dict) and field not in RANGE_TEXT
+    if echo and field not in CHOICE_LISTS and not (isinstance(value, str) and shown(value) in message):
         return f"{option} {shown(error['input'])}: {message}"
     return f"{option}: {message}"
 
