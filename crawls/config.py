@@ -283,6 +283,11 @@ LANG_TAG = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8}){0,4}")  # BCP 47, the
 PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
+def given(value) -> bool:
+    """Whether a browser option is set: not None, and not an unticked flag (0 counts)."""
+    return value is not None and value is not False
+
+
 def split_commas(value):
     """`"autoscroll, autoplay"` as a list; a list (the API's JSON) as it is."""
     return [part.strip() for part in value.split(",")] if isinstance(value, str) else value
@@ -374,8 +379,7 @@ class CrawlConfig(BaseModel):
     def _without_unset_browser_options(self, handler) -> dict:
         # Stored configs, payloads and the API show browser options only when a crawl has them.
         data = handler(self)
-        return {key: value for key, value in data.items()
-                if key not in BROWSER_FLAGS or value not in (None, False)}
+        return {key: value for key, value in data.items() if key not in BROWSER_FLAGS or given(value)}
 
     @field_validator(*BROWSER_FLAGS)
     @classmethod
@@ -383,7 +387,7 @@ class CrawlConfig(BaseModel):
         # Only new input is judged (parse() passes the context): a stored crawl stays readable
         # whatever crawler is configured later.
         crawler = (info.context or {}).get("http_only_crawler")
-        if crawler and value not in (None, False):
+        if crawler and given(value):
             raise PydanticCustomError(
                 "browser_crawler",
                 "needs a browser crawler; the configured crawler {crawler} fetches over HTTP only "
@@ -416,7 +420,7 @@ class CrawlConfig(BaseModel):
             raise ConfigError(first_error(exc, model=cls)) from None
 
     def uses_browser(self) -> bool:
-        return any(getattr(self, name) not in (None, False) for name in BROWSER_FLAGS)
+        return any(given(getattr(self, name)) for name in BROWSER_FLAGS)
 
     def browser_args(self) -> list[str]:
         """The real crawler's flags for the browser options set, but --profile: where the
@@ -424,7 +428,7 @@ class CrawlConfig(BaseModel):
         args = []
         for name, flag in BROWSER_FLAGS.items():
             value = getattr(self, name)
-            if name == "profile" or value in (None, False):
+            if name == "profile" or not given(value):
                 continue
             if value is True:
                 args.append(flag)

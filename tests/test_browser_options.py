@@ -238,3 +238,11 @@ def test_the_admin_form_refuses_bad_values_in_the_cli_s_words(crawler_kind, admi
     assert f'<ul class="errorlist" id="id_wait_until_error"><li>{cli}</li>' in html.unescape(
         response.content.decode())
     assert not Crawl.objects.exists()
+
+
+def test_a_zero_post_load_delay_is_an_option_given(crawler_kind):
+    assert refusal("add", "https://example.com/", "--post-load-delay", "0") == f"--post-load-delay {HTTP_ONLY}"
+    crawler_kind("browsertrix")
+    config = CrawlConfig.parse(seeds=["https://example.com/"], post_load_delay=0)
+    assert config.model_dump(mode="json")["post_load_delay"] == 0
+    assert config.browser_args() == ["--postLoadDelay", "0"]
