@@ -246,3 +246,20 @@ def test_a_zero_post_load_delay_is_an_option_given(crawler_kind):
     config = CrawlConfig.parse(seeds=["https://example.com/"], post_load_delay=0)
     assert config.model_dump(mode="json")["post_load_delay"] == 0
     assert config.browser_args() == ["--postLoadDelay", "0"]
+
+
+@pytest.mark.usefixtures("admin_settings")
+def test_the_schedule_form_has_the_browser_options_too(crawler_kind, admin_client, tmp_path):
+    org = Org.objects.get(slug="default")
+    form = {"org": org.pk, "cron": "0 3 * * *", "seeds": "https://example.com/", "scope_type": "prefix",
+            "enabled": "on", "behaviors": "autoscroll", "block_ads": "on", "profile": "login"}
+    response = admin_client.post(reverse("admin:crawls_schedule_add"), form)
+    page = html.unescape(response.content.decode())
+    assert f'<ul class="errorlist" id="id_behaviors_error"><li>{HTTP_ONLY}</li>' in page
+    assert not Schedule.objects.exists()
+    crawler_kind("browsertrix")
+    add_profile(org, "login", good_profile(tmp_path / "p.tar.gz"), tmp_path, timezone.now())
+    response = admin_client.post(reverse("admin:crawls_schedule_add"), form)
+    assert response.status_code == 302, html.unescape(response.content.decode())[:3000]
+    config = Schedule.objects.get().config
+    assert (config["behaviors"], config["block_ads"], config["profile"]) == (["autoscroll"], True, "login")
