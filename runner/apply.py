@@ -457,13 +457,14 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
     except archive.Refused as exc:
         raise CrawlFailed(f"cannot prepare its crawler's folder: {exc}") from exc
     config = crawl.launch_config()
+    profile = browser_profile(rt, crawl, config)  # before Redis grants anything: it may refuse
     spec = LaunchSpec(
         crawl_id=crawl.pk, instance=process.instance, process_id=process.pk,
         instance_dir=instance_dir, workers=config.workers,
         redis=rt.store.grant(crawl.redis_db, crawl.pk), db=crawl.redis_db, runner_id=rt.id,
         disk_utilization=int(rt.settings.disk_threshold_percent),
         config=crawler_config(rt, crawl, now), browser_args=tuple(config.browser_args()),
-        profile=browser_profile(rt, crawl, config),
+        profile=profile,
     )
     try:
         launched = rt.launcher.launch(spec)

@@ -112,7 +112,7 @@ class DockerLauncher(Launcher):
             os.chown(spec.instance_dir, *owner)
         redis_host = "redis" if spec.redis.is_loopback else None
         write_crawler_config(spec.instance_dir, spec.config, spec.redis_url(redis_host), owner)
-        if spec.profile and owner:  # the container's user must read it; 0600 and in 0700 folders still
+        if spec.profile and owner:  # the container's user must read it (0600, in 0700 folders)
             os.chown(spec.profile, *owner)
         args = ["crawl", *spec.crawler_args("/crawls", profile_mount(spec))]
         container_id = self._create(spec, args, owner, redis_host)
@@ -166,8 +166,7 @@ class DockerLauncher(Launcher):
         extra = spec.workers - 1
         return api.create_host_config(
             network_mode="host", extra_hosts={"redis": "127.0.0.1"} if redis_host else None,
-            binds={str(spec.instance_dir): {"bind": "/crawls", "mode": "rw"},
-                   **({str(spec.profile): {"bind": profile_mount(spec), "mode": "ro"}} if spec.profile else {})},
+            binds=_binds(spec),
             cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=512,
             mem_limit=spec.memory_limit, nano_cpus=int((0.9 + 0.6 * extra) * 1e9),
             read_only=True, tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={TMP_SIZE}"},
@@ -246,6 +245,14 @@ class DockerLauncher(Launcher):
             return self._call("read logs", lambda api: api.logs(ref, tail=lines)).decode(errors="replace")
         except docker.errors.NotFound:
             return ""
+
+
+def _binds(spec: LaunchSpec) -> dict:
+    """The instance folder, and the crawl's browser profile (one file, read-only) if any."""
+    binds = {str(spec.instance_dir): {"bind": "/crawls", "mode": "rw"}}
+    if spec.profile:
+        binds[str(spec.profile)] = {"bind": profile_mount(spec), "mode": "ro"}
+    return binds
 
 
 def profile_mount(spec: LaunchSpec) -> str | None:
