@@ -28,6 +28,7 @@ ENV = {
     "redis_url": "ARCHIVER_REDIS_URL",
     "launcher": "ARCHIVER_LAUNCHER",
     "crawler_image": "ARCHIVER_CRAWLER_IMAGE",
+    "crawler_kind": "ARCHIVER_CRAWLER_KIND",
     "max_concurrent_crawls": "ARCHIVER_MAX_CONCURRENT_CRAWLS",
     "lease_seconds": "ARCHIVER_LEASE_SECONDS",
     "poll_interval": "ARCHIVER_POLL_INTERVAL",
@@ -59,6 +60,8 @@ class Settings(BaseModel):
     redis_url: str | None = None
     launcher: Literal["auto", "docker", "local"] = "auto"
     crawler_image: str = Field(default_factory=default_crawler_image, min_length=1)
+    # Which crawler that is: browser options (docs/crawlers.md) need browsertrix-crawler.
+    crawler_kind: Literal["auto", "archiver", "browsertrix"] = "auto"
     max_concurrent_crawls: int = Field(default=2, ge=1, le=1000)
     lease_seconds: int = Field(default=30, ge=5, le=3600)
     poll_interval: float = Field(default=2.0, gt=0, le=300)
@@ -131,6 +134,27 @@ class Settings(BaseModel):
     @property
     def docker_call_timeout(self) -> float:
         return self.docker_timeout or min(5.0, self.lease_seconds / 3)
+
+    def crawler_name(self, launcher: str | None = None) -> str:
+        """The crawler a launcher (`docker` or `local`; None: as ARCHIVER_LAUNCHER says) runs,
+        as a message names it: the image, or the local command."""
+        if (launcher or self.launcher) != "local":
+            return self.crawler_image
+        return self.local_crawler_command[0] if self.local_crawler_command else "archiver-crawler (local)"
+
+    def browser_crawler(self, launcher: str | None = None) -> bool:
+        """Whether that crawler drives a browser (takes --behaviors, --profile ...).
+
+        ARCHIVER_CRAWLER_KIND says so, or `auto` reads the name: an image (or, for the local
+        launcher, a command) whose name holds `browsertrix` is the real browsertrix-crawler.
+        Labels are not read: judging an `add` must not need the Docker engine."""
+        if self.crawler_kind != "auto":
+            return self.crawler_kind == "browsertrix"
+        if (launcher or self.launcher) == "local":
+            return any("browsertrix" in part.lower() for part in self.local_crawler_command)
+        repository = self.crawler_image.rsplit("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+        return "browsertrix" in repository.lower()
+
     @field_validator("crawl_allow_networks", mode="before")
     @classmethod
     def _networks(cls, value):

@@ -16,7 +16,7 @@ from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from archiver import conf
-from archiver.errors import NotAllowed
+from archiver.errors import ConfigError, NotAllowed
 from crawls.config import MAX_SEEDS, CrawlConfig, check_regex, crawlable, human_size
 from crawls.lease import FAR_FUTURE, Leased, LeaseQuerySet, due_by_creation_index, due_index
 from crawls.validation import quota_validators, validate_tags
@@ -323,7 +323,9 @@ class Crawl(Leased):
 
     @classmethod
     def create(cls, org: Org, config: CrawlConfig, tags=(), schedule=None, now=None) -> Crawl:
+        """Queue a new crawl; ConfigError if it names a browser profile its org lacks."""
         now = now or timezone.now()
+        BrowserProfile.require(org, config.profile)
         with transaction.atomic():
             crawl = cls.objects.create(
                 org=org, seeds=config.seeds, config=config.model_dump(mode="json"),
@@ -672,6 +674,7 @@ class Crawl(Leased):
         The lease token moves on, so a runner that claimed it with the old configuration
         cannot start it (its guarded updates fail) and reads it again.
         """
+        BrowserProfile.require(org, config.profile)
         fields = {"org": org, "seeds": config.seeds, "config": config.model_dump(mode="json"),
                   "tags": list(tags), "scale": config.scale, "updated_at": now, "retry_at": now,
                   "lease_owner": ""}
@@ -1274,3 +1277,42 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class BrowserProfile(models.Model):
+    """A logged-in browser's profile (a tar.gz, as browsertrix-crawler's --profile takes it),
+    stored privately under the data dir (crawls/profiles.py) and used by name by an org's
+    crawls. The row holds no secret: the file does."""
+
+    org = models.ForeignKey(Org, on_delete=models.PROTECT, related_name="browser_profiles")
+    name = models.CharField(max_length=64)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["org", "name"]
+        constraints = [models.UniqueConstraint(fields=["org", "name"], name="browser_profile_name_per_org")]
+
+    def __str__(self) -> str:
+        return f"{self.org.slug}/{self.name}"
+
+    @staticmethod
+    def require(org: Org, name: str | None) -> None:
+        """ConfigError unless `name` is None or a profile of `org` (what a new crawl needs)."""
+        if name is not None and not BrowserProfile.objects.filter(org=org, name=name).exists():
+            raise ConfigError(
+                f"no browser profile {name!r} in org {org.slug!r} "
+                f"(add it with: archiver profile add {name} FILE --org {org.slug})"
+            )
+
+    def users(self) -> list[str]:
+        """What still needs this profile: the org's active crawls and schedules naming it."""
+        crawls = Crawl.objects.filter(org=self.org, status__in=S.ACTIVE, config__profile=self.name)
+        schedules = Schedule.objects.filter(org=self.org, config__profile=self.name)
+        return ([f"crawl {crawl_id[:8]}" for crawl_id in crawls.values_list("pk", flat=True)[:5]]
+                + [f"schedule {pk}" for pk in schedules.values_list("pk", flat=True)[:5]])
+
+    def summary(self) -> dict:
+        return {"org": self.org.slug, "name": self.name, "sha256": self.sha256,
+                "size_bytes": self.size_bytes, "created_at": self.created_at.isoformat()}

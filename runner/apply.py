@@ -11,11 +11,13 @@ import contextlib
 import datetime as dt
 import json
 import logging
+from pathlib import Path
 
 import redis
 
 from archiver.errors import ArchiverError, EngineUnavailable, ImageMissing, LaunchError
 from crawls import crawl_logs, quotas
+from crawls.config import CrawlConfig
 from crawls.models import (
     DISK_PAUSE,
     PAGE_LOADED,
@@ -30,6 +32,7 @@ from crawls.models import (
     SnapshotStatus,
     page_loaded,
 )
+from crawls.profiles import profile_path
 from runner import archive, decide
 from runner.decide import (
     FAILED_ATTEMPT,
@@ -524,6 +527,22 @@ def crawler_config(rt: Runtime, crawl: Crawl, now: dt.datetime) -> dict:
     return values
 
 
+def browser_profile(rt: Runtime, crawl: Crawl, config: CrawlConfig) -> Path | None:
+    """The profile file a crawl's instances mount, after checking this runner can launch its
+    browser options at all; CrawlFailed (with the profile's name only) when it cannot."""
+    launcher = rt.launcher.name
+    if config.uses_browser() and not rt.settings.browser_crawler(launcher):
+        raise CrawlFailed(f"its browser options need a browser crawler; this runner's crawler "
+                          f"{rt.settings.crawler_name(launcher)} fetches over HTTP only")
+    if config.profile is None:
+        return None
+    path = profile_path(rt.settings.data_dir, crawl.org_id, config.profile)
+    if not path.is_file():  # removed since, or added on another runner's data dir
+        raise CrawlFailed(f"its browser profile {config.profile!r} is not in this runner's data dir "
+                          f"(add it again with: archiver profile add {config.profile} FILE)")
+    return path
+
+
 def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now: dt.datetime) -> bool:
     instance_dir = rt.settings.crawls_dir / crawl.pk / str(process.instance)
     try:
@@ -532,12 +551,15 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
             pass  # created (0700) without following a link a crawler planted
     except archive.Refused as exc:
         raise CrawlFailed(f"cannot prepare its crawler's folder: {exc}") from exc
+    config = crawl.launch_config()
+    profile = browser_profile(rt, crawl, config)  # before Redis grants anything: it may refuse
     spec = LaunchSpec(
         crawl_id=crawl.pk, instance=process.instance, process_id=process.pk,
-        instance_dir=instance_dir, workers=crawl.launch_config().workers,
+        instance_dir=instance_dir, workers=config.workers,
         redis=rt.store.grant(crawl.redis_db, crawl.pk), db=crawl.redis_db, runner_id=rt.id,
         disk_utilization=int(rt.settings.disk_threshold_percent),
-        config=crawler_config(rt, crawl, now),
+        config=crawler_config(rt, crawl, now), browser_args=tuple(config.browser_args()),
+        profile=profile,
     )
     try:
         launched = rt.launcher.launch(spec)

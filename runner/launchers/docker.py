@@ -29,6 +29,7 @@ TMP_SIZE = "256m"  # /tmp is a tmpfs: the root filesystem is read-only
 LOG_OPTIONS = {"max-size": "10m", "max-file": "3"}
 LIVE_STATES = ("running", "restarting", "paused")
 OWN_IMAGE = "archiver/crawler:"
+PROFILE_DIR = "/profile"  # a crawl's browser profile is mounted here, read-only
 
 
 def install_id(settings: Settings) -> str:
@@ -116,7 +117,9 @@ class DockerLauncher(Launcher):
             os.chown(spec.instance_dir, *owner)
         redis_host = "redis" if spec.redis.is_loopback else None
         write_crawler_config(spec.instance_dir, spec.config, spec.redis_url(redis_host), owner)
-        args = ["crawl", *spec.crawler_args("/crawls")]
+        if spec.profile and owner:  # the container's user must read it (0600, in 0700 folders)
+            os.chown(spec.profile, *owner)
+        args = ["crawl", *spec.crawler_args("/crawls", profile_mount(spec))]
         container_id = self._create(spec, args, folder_user(spec.instance_dir), redis_host)
         self._call("start a container", lambda api: api.start(container_id))
         return Launched(ref=container_id, args=args, container_id=container_id, image=self.image)
@@ -167,7 +170,7 @@ class DockerLauncher(Launcher):
         extra = spec.workers - 1
         return api.create_host_config(
             network_mode="host", extra_hosts={"redis": "127.0.0.1"} if redis_host else None,
-            binds={str(spec.instance_dir): {"bind": "/crawls", "mode": "rw"}},
+            binds=_binds(spec),
             cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=512,
             mem_limit=spec.memory_limit, nano_cpus=int((0.9 + 0.6 * extra) * 1e9),
             read_only=True, tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={TMP_SIZE}"},
@@ -288,6 +291,19 @@ def folder_user(folder: Path) -> str:
     the folder inherits the data dir's group."""
     info = os.stat(folder, follow_symlinks=False)
     return f"{info.st_uid}:{info.st_gid}"
+
+
+def _binds(spec: LaunchSpec) -> dict:
+    """The instance folder, and the crawl's browser profile (one file, read-only) if any."""
+    binds = {str(spec.instance_dir): {"bind": "/crawls", "mode": "rw"}}
+    if spec.profile:
+        binds[str(spec.profile)] = {"bind": profile_mount(spec), "mode": "ro"}
+    return binds
+
+
+def profile_mount(spec: LaunchSpec) -> str | None:
+    """Where the container sees the crawl's browser profile (read-only), if it has one."""
+    return f"{PROFILE_DIR}/{spec.profile.name}" if spec.profile else None
 
 
 def _instance(container_id: str, labels: dict, state: dict) -> Instance:
