@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('crawls', '0009_list_indexes'),
+        ('crawls', '0010_snapshot_load_state'),
     ]
 
     operations = [
