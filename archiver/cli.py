@@ -27,7 +27,7 @@ def main() -> None:
     # `archiver --version` alone; after a command (`archiver add --version`) it stays
     # Django's option, as every management command has it.
     if sys.argv[1:] in (["--version"], ["-V"]):
-        print(versions())
+        sys.stdout.write(versions() + "\n")
         return
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "archiver.settings")
     from django.core.exceptions import ImproperlyConfigured
