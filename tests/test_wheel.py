@@ -140,10 +140,14 @@ def test_the_installed_wheel_migrates_serves_its_static_files_and_crawls(install
     installed("migrate", "-v0")
     assert (installed.data_dir / "archiver.sqlite3").is_file()
 
+    # Where `scripts/replay-files.sh data/replay` puts ReplayWeb.page for a wheel install.
+    (installed.data_dir / "replay").mkdir()
+    (installed.data_dir / "replay" / "ui.js").write_text("/* ReplayWeb.page */\n")
     installed("collectstatic", "--noinput", "-v0")
     static = installed.data_dir / "static"
     assert (static / "admin" / "css" / "base.css").is_file()
     assert (static / "crawls" / "live.js").is_file()
+    assert (static / "crawls" / "replay" / "ui.js").is_file()
     where = installed("shell", "-v0", "-c", "import archiver_crawler, crawls; "
                       "from django.template.loader import get_template; "
                       "print(crawls.__file__, archiver_crawler.__file__, "
