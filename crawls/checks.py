@@ -1,4 +1,4 @@
-"""Start-up checks (`manage.py check`, and before every command): fail loudly, early."""
+"""Start-up checks (`archiver check`, and before every command): fail loudly, early."""
 
 from __future__ import annotations
 
