@@ -8,12 +8,14 @@ Library code calls `get()` at run time, never at import time.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import math
 import os
 import re
 import shlex
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from archiver_crawler.netpolicy import parse_networks, split_networks
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -45,6 +47,8 @@ ENV = {
     "local_crawler_command": "ARCHIVER_LOCAL_CRAWLER_COMMAND",
     "crawl_allow_networks": "ARCHIVER_CRAWL_ALLOW_NETWORKS",
     "crawl_log_mb": "ARCHIVER_CRAWL_LOG_MB",
+    "redis_bind": "ARCHIVER_REDIS_BIND",
+    "redis_public_url": "ARCHIVER_REDIS_PUBLIC_URL",
 }
 
 
@@ -82,6 +86,12 @@ class Settings(BaseModel):
     # CIDRs the crawl address policy opens for every crawl (docs/security.md); none by default.
     crawl_allow_networks: tuple[str, ...] = ()
     crawl_log_mb: float = Field(default=10, gt=0, le=100_000, description="log kept per crawl, newest")
+    # Where the embedded Redis listens: crawlers on other hosts (a swarm) need an address
+    # they can reach. Every connection needs a password; crawls log in as their own user.
+    redis_bind: tuple[str, ...] = ("127.0.0.1",)
+    # The Redis address handed to crawlers (scheme, host, port; never credentials: each
+    # crawl has its own), when it differs from the one the runner uses.
+    redis_public_url: str | None = None
 
     @field_validator("data_dir")
     @classmethod
@@ -99,6 +109,38 @@ class Settings(BaseModel):
         }[info.field_name]
         if not value.startswith(allowed):
             raise ValueError(f"must start with one of {', '.join(allowed)}")
+        return value
+
+    @field_validator("redis_bind", mode="before")
+    @classmethod
+    def _addresses(cls, value):
+        if isinstance(value, str):
+            value = tuple(value.replace(",", " ").split())
+        if not value:
+            raise ValueError("names no address")
+        for address in value:
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise ValueError(f"{address!r} is not an IP address") from None
+        return tuple(value)
+
+    @field_validator("redis_public_url")
+    @classmethod
+    def _public_redis(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+            raise ValueError("must be redis://HOST[:PORT] or rediss://HOST[:PORT]")
+        if parts.username or parts.password:
+            raise ValueError("must not hold credentials: each crawl logs in as its own user")
+        if parts.path not in ("", "/"):
+            raise ValueError("must not name a database: each crawl has its own")
+        try:
+            parts.port  # noqa: B018 - raises on a port out of range
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
         return value
 
     @field_validator("webhook_allow_hosts", "webhook_allow_domains", mode="before")
@@ -221,7 +263,15 @@ def from_environ(environ: dict[str, str] | None = None) -> Settings:
     except ValidationError as exc:
         error = exc.errors()[0]
         variable = ENV.get(str(error["loc"][0]), str(error["loc"][0])) if error["loc"] else "?"
-        raise ConfigError(f"{variable}: {error['msg']} (got {environ.get(variable)!r})") from None
+        raise ConfigError(f"{variable}: {error['msg']} (got {shown(environ.get(variable))!r})") from None
+
+
+def shown(value: str | None) -> str | None:
+    """A setting's value as an error message may quote it: a URL's credentials masked
+    (database and Redis URLs carry passwords)."""
+    if value is None or "@" not in value:
+        return value
+    return re.sub(r"^([^:/]*:?//)[^@/]*@", r"\1***@", value)
 
 
 @functools.cache

@@ -61,6 +61,7 @@ from runner.decide import (
     StopOne,
 )
 from runner.launchers import LaunchSpec, hostname
+from runner.redis_server import for_crawlers
 from runner.state import Held, Runtime
 
 log = logging.getLogger("runner.daemon")
@@ -556,7 +557,8 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
     spec = LaunchSpec(
         crawl_id=crawl.pk, instance=process.instance, process_id=process.pk,
         instance_dir=instance_dir, workers=config.workers,
-        redis=rt.store.grant(crawl.redis_db, crawl.pk), db=crawl.redis_db, runner_id=rt.id,
+        redis=for_crawlers(rt.store.grant(crawl.redis_db, crawl.pk), rt.settings.redis_public_url),
+        db=crawl.redis_db, runner_id=rt.id,
         disk_utilization=int(rt.settings.disk_threshold_percent),
         config=crawler_config(rt, crawl, now), browser_args=tuple(config.browser_args()),
         profile=profile,

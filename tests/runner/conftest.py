@@ -91,7 +91,7 @@ def no_host_limit(crawl):
 def make_runner(settings, store):
     made = []
 
-    def make(launcher=None, settings: Settings = settings, clock=None, **options) -> Runner:
+    def make(launcher=None, settings: Settings = settings, clock=None, store=store, **options) -> Runner:
         options.setdefault("host_check", no_host_limit)
         runner = Runner(settings, launcher or LocalLauncher(settings), store,
                         clock=clock or (lambda: T0), **options)
