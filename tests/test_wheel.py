@@ -135,10 +135,10 @@ def test_the_installed_wheel_migrates_serves_its_static_files_and_crawls(install
     assert installed("--version").splitlines()[:3] == [
         f"archiver {archiver.__version__}", f"archiver-crawler {archiver_crawler.__version__}",
         f"Django {django.get_version()}"]
-    # TODO(doctor): once `archiver doctor` is merged, run it here instead of `check`.
-    installed("check")
     installed("migrate", "-v0")
     assert (installed.data_dir / "archiver.sqlite3").is_file()
+    doctor = installed("doctor")  # exit 0: every check passed (the local crawler included)
+    assert "✗" not in doctor and "crawler" in doctor.lower(), doctor
 
     # Where `scripts/replay-files.sh data/replay` puts ReplayWeb.page for a wheel install.
     (installed.data_dir / "replay").mkdir()
