@@ -442,7 +442,7 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
         instance_dir=instance_dir, workers=crawl.launch_config().workers,
         redis=rt.store.grant(crawl.redis_db, crawl.pk), db=crawl.redis_db, runner_id=rt.id,
         disk_utilization=int(rt.settings.disk_threshold_percent),
-        config=crawler_config(rt, crawl, now),
+        config=crawler_config(rt, crawl, now), org=crawl.org.slug,
     )
     try:
         launched = rt.launcher.launch(spec)

@@ -38,6 +38,7 @@ class LaunchSpec:
     runner_id: str
     disk_utilization: int = 90
     config: dict | None = None
+    org: str = ""  # the crawl's org slug (the Swarm launcher's per-org placement)
 
     @property
     def hostname(self) -> str:
