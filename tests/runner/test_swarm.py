@@ -10,6 +10,7 @@ a lease on that engine; the last lease released stops it (its swarm stays in its
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -27,7 +28,14 @@ from crawls.models import Crawl, CrawlStatus, ProcessStatus, Snapshot
 from runner.launchers import LaunchSpec, SwarmLauncher, hostname, install_id, make_launcher
 from runner.launchers.swarm import newest
 from runner.redis_server import RedisEndpoint
-from tests.runner.helpers import assert_disjoint_archives, drive, is_final, sha256, slow_site, status_of
+from tests.runner.helpers import (
+    assert_disjoint_archives,
+    drive,
+    is_final,
+    sha256,
+    slow_site,
+    status_of,
+)
 from tests.runner.test_daemon_process import Installation
 from tests.runner.test_launchers_docker import HungEngine
 from tests.sitegen import serve_site
@@ -53,6 +61,20 @@ def engine_script(command: str) -> None:
         unavailable(f"the swarm engine would not {command}: {result.stderr[-2000:]}")
 
 
+def copy_image(source, target, tag: str) -> None:
+    """`tag` on `target` as it is on `source` (an image the tag named before is dropped)."""
+    import docker.errors
+
+    wanted = source.images.get(tag).id
+    before = {image.id for image in target.images.list() if tag in image.tags}
+    if wanted not in {image.id for image in target.images.list()}:
+        target.api.load_image(source.api.get_image(tag))
+    target.api.tag(wanted, *tag.rsplit(":", 1))
+    for stale in before - {wanted}:
+        with contextlib.suppress(docker.errors.APIError):  # still used by a container
+            target.images.remove(stale)
+
+
 @pytest.fixture(scope="session")
 def swarm_client(docker_client, crawler_image):
     """A client of the swarm engine, which holds the crawler image of the shared engine."""
@@ -63,10 +85,7 @@ def swarm_client(docker_client, crawler_image):
     engine_script("acquire")
     client = docker.DockerClient(base_url=SWARM_HOST, timeout=120)
     try:
-        wanted = docker_client.images.get(crawler_image).id
-        if wanted not in {image.id for image in client.images.list()}:
-            client.api.load_image(docker_client.api.get_image(crawler_image))
-        client.api.tag(wanted, *crawler_image.rsplit(":", 1))
+        copy_image(docker_client, client, crawler_image)
         yield client
     finally:
         client.close()
