@@ -68,7 +68,8 @@ def copy_image(source, target, tag: str) -> None:
     wanted = source.images.get(tag).id
     before = {image.id for image in target.images.list() if tag in image.tags}
     if wanted not in {image.id for image in target.images.list()}:
-        target.api.load_image(source.api.get_image(tag))
+        for _ in target.api.load_image(source.api.get_image(tag)):
+            pass  # the engine's progress: the load is done when it ends
     target.api.tag(wanted, *tag.rsplit(":", 1))
     for stale in before - {wanted}:
         with contextlib.suppress(docker.errors.APIError):  # still used by a container
@@ -250,6 +251,8 @@ def test_kill_9_of_the_daemon_then_a_new_one_adopts_the_service_by_label_and_cra
             crawl_id = installation.manage("add", site.url).strip()
             installation.wait(crawl_id, lambda c: c["pages_done"] >= 3, timeout=40)
             (service,) = our_services(swarm_client, settings)
+            password = json.loads((data_dir / "run" / "redis.json").read_text())["password"]
+            assert password not in json.dumps(service.attrs)  # it is in crawler.json only
             first.kill()  # kill -9: no clean-up at all
             first.wait()
             assert [s.id for s in our_services(swarm_client, settings)] == [service.id]  # it runs on
