@@ -194,6 +194,8 @@ class SwarmLauncher(EngineLauncher):
         state = status.get("State", "")
         container = status.get("ContainerStatus") or {}
         code = container.get("ExitCode") if state in RAN_TASK_STATES and container.get("ContainerID") else None
+        if state == "failed" and code == 0:
+            code = None  # its container never ran to an exit: a 0 here would read as "done"
         oom = code == OOM_EXIT and self._oom_killed(task, deadline)
         return labelled_instance(service["ID"], labels, state in LIVE_TASK_STATES, code, oom)
 

@@ -336,6 +336,12 @@ def test_a_task_no_node_has_room_for_waits_and_its_log_says_why(swarm_settings, 
     launcher.close()
 
 
+def test_a_swarm_manager_is_taken_at_start(swarm_settings):
+    launcher = make_launcher(swarm_settings)
+    assert isinstance(launcher, SwarmLauncher) and launcher._node_id
+    launcher.close()
+
+
 def test_an_engine_that_is_not_a_swarm_manager_is_refused_at_start(settings, docker_client, crawler_image):
     info = docker_client.info()
     if info["Swarm"]["LocalNodeState"] != "inactive":

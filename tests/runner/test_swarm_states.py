@@ -47,6 +47,11 @@ def test_a_task_that_never_ran_a_container_vanished(launcher, state):
     assert not instance.running and instance.exit_code is None
 
 
+def test_a_failed_task_is_never_read_as_a_clean_exit(launcher):
+    instance = launcher._instance(SERVICE, [task("failed", code=0)])
+    assert not instance.running and instance.exit_code is None
+
+
 def test_a_service_whose_task_is_not_made_yet_is_starting(launcher):
     assert launcher._instance(SERVICE, []).running
 
