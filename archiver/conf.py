@@ -8,6 +8,7 @@ Library code calls `get()` at run time, never at import time.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import math
 import os
@@ -15,6 +16,7 @@ import re
 import shlex
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from archiver_crawler.netpolicy import parse_networks, split_networks
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -29,6 +31,7 @@ ENV = {
     "redis_url": "ARCHIVER_REDIS_URL",
     "launcher": "ARCHIVER_LAUNCHER",
     "crawler_image": "ARCHIVER_CRAWLER_IMAGE",
+    "crawler_kind": "ARCHIVER_CRAWLER_KIND",
     "max_concurrent_crawls": "ARCHIVER_MAX_CONCURRENT_CRAWLS",
     "lease_seconds": "ARCHIVER_LEASE_SECONDS",
     "poll_interval": "ARCHIVER_POLL_INTERVAL",
@@ -47,6 +50,8 @@ ENV = {
     "crawl_log_mb": "ARCHIVER_CRAWL_LOG_MB",
     "swarm_constraints": "ARCHIVER_SWARM_CONSTRAINTS",
     "swarm_org_constraints": "ARCHIVER_SWARM_ORG_CONSTRAINTS",
+    "redis_bind": "ARCHIVER_REDIS_BIND",
+    "redis_public_url": "ARCHIVER_REDIS_PUBLIC_URL",
 }
 
 # A Swarm placement constraint: `node.labels.zone==eu`, `node.role!=manager` ...
@@ -65,6 +70,8 @@ class Settings(BaseModel):
     redis_url: str | None = None
     launcher: Literal["auto", "docker", "local", "swarm"] = "auto"
     crawler_image: str = Field(default_factory=default_crawler_image, min_length=1)
+    # Which crawler that is: browser options (docs/crawlers.md) need browsertrix-crawler.
+    crawler_kind: Literal["auto", "archiver", "browsertrix"] = "auto"
     max_concurrent_crawls: int = Field(default=2, ge=1, le=1000)
     lease_seconds: int = Field(default=30, ge=5, le=3600)
     poll_interval: float = Field(default=2.0, gt=0, le=300)
@@ -88,6 +95,12 @@ class Settings(BaseModel):
     # Placement constraints of every Swarm service, and more per org (by slug).
     swarm_constraints: tuple[str, ...] = ()
     swarm_org_constraints: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    # Where the embedded Redis listens: crawlers on other hosts (a swarm) need an address
+    # they can reach. Every connection needs a password; crawls log in as their own user.
+    redis_bind: tuple[str, ...] = ("127.0.0.1",)
+    # The Redis address handed to crawlers (scheme, host, port; never credentials: each
+    # crawl has its own), when it differs from the one the runner uses.
+    redis_public_url: str | None = None
 
     @field_validator("data_dir")
     @classmethod
@@ -105,6 +118,38 @@ class Settings(BaseModel):
         }[info.field_name]
         if not value.startswith(allowed):
             raise ValueError(f"must start with one of {', '.join(allowed)}")
+        return value
+
+    @field_validator("redis_bind", mode="before")
+    @classmethod
+    def _addresses(cls, value):
+        if isinstance(value, str):
+            value = tuple(value.replace(",", " ").split())
+        if not value:
+            raise ValueError("names no address")
+        for address in value:
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise ValueError(f"{address!r} is not an IP address") from None
+        return tuple(value)
+
+    @field_validator("redis_public_url")
+    @classmethod
+    def _public_redis(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+            raise ValueError("must be redis://HOST[:PORT] or rediss://HOST[:PORT]")
+        if parts.username or parts.password:
+            raise ValueError("must not hold credentials: each crawl logs in as its own user")
+        if parts.path not in ("", "/"):
+            raise ValueError("must not name a database: each crawl has its own")
+        try:
+            parts.port  # noqa: B018 - raises on a port out of range
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
         return value
 
     @field_validator("webhook_allow_hosts", "webhook_allow_domains", mode="before")
@@ -157,6 +202,26 @@ class Settings(BaseModel):
     @property
     def docker_call_timeout(self) -> float:
         return self.docker_timeout or min(5.0, self.lease_seconds / 3)
+
+    def crawler_name(self, launcher: str | None = None) -> str:
+        """The crawler a launcher (`docker`, `swarm` or `local`; None: as ARCHIVER_LAUNCHER says) runs,
+        as a message names it: the image, or the local command."""
+        if (launcher or self.launcher) != "local":
+            return self.crawler_image
+        return self.local_crawler_command[0] if self.local_crawler_command else "archiver-crawler (local)"
+
+    def browser_crawler(self, launcher: str | None = None) -> bool:
+        """Whether that crawler drives a browser (takes --behaviors, --profile ...).
+
+        ARCHIVER_CRAWLER_KIND says so, or `auto` reads the name: an image (or, for the local
+        launcher, a command) whose name holds `browsertrix` is the real browsertrix-crawler.
+        Labels are not read: judging an `add` must not need the Docker engine."""
+        if self.crawler_kind != "auto":
+            return self.crawler_kind == "browsertrix"
+        if (launcher or self.launcher) == "local":
+            return any("browsertrix" in part.lower() for part in self.local_crawler_command)
+        repository = self.crawler_image.rsplit("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+        return "browsertrix" in repository.lower()
 
     @field_validator("crawl_allow_networks", mode="before")
     @classmethod
@@ -237,7 +302,15 @@ def from_environ(environ: dict[str, str] | None = None) -> Settings:
     except ValidationError as exc:
         error = exc.errors()[0]
         variable = ENV.get(str(error["loc"][0]), str(error["loc"][0])) if error["loc"] else "?"
-        raise ConfigError(f"{variable}: {error['msg']} (got {environ.get(variable)!r})") from None
+        raise ConfigError(f"{variable}: {error['msg']} (got {shown(environ.get(variable))!r})") from None
+
+
+def shown(value: str | None) -> str | None:
+    """A setting's value as an error message may quote it: a URL's credentials masked
+    (database and Redis URLs carry passwords)."""
+    if value is None or "@" not in value:
+        return value
+    return re.sub(r"^([^:/]*:?//)[^@/]*@", r"\1***@", value)
 
 
 @functools.cache

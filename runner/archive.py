@@ -56,6 +56,7 @@ import datetime as dt
 import errno
 import hashlib
 import io
+import json
 import logging
 import os
 import re
@@ -63,6 +64,7 @@ import secrets
 import stat
 import struct
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +101,8 @@ class Limits:
     zip_entries: int = 10_000  # a WACZ's members (a session's WACZ has a few per WARC)
     zip_directory_bytes: int = 4 << 20  # a WACZ's central directory, parsed in memory
     folder_entries: int = 100_000  # entries of one folder looked at
+    pages_bytes: int = 256 << 20  # of a kept WACZ's page lists, uncompressed, read to name its pages
+    page_line_bytes: int = 1 << 20  # one line of a page list (a page's extracted text can be long)
 
     @classmethod
     def of(cls, settings: Settings) -> Limits:
@@ -687,6 +691,43 @@ def kept_parts(row: CrawlFile) -> tuple[str, str, str]:
     return parts
 
 
+PAGE_LISTS = ("pages/pages.jsonl", "pages/extraPages.jsonl")
+
+
+def kept_pages(data_dir: Path, kept: CrawlFile, limits: Limits = Limits()) -> Iterator[dict]:
+    """The entries (JSON objects) of a kept WACZ's page lists, read through the guard.
+
+    The WACZ is ours, its content the crawler's: the zip directory is measured before it is
+    parsed, at most `limits.pages_bytes` are decompressed and a line longer than
+    `limits.page_line_bytes` ends the reading (Refused). Lines that are not JSON objects are
+    skipped. Refused or OSError when the file cannot be read.
+    """
+    parts, budget = kept_parts(kept), limits.pages_bytes
+    with folder(data_dir, *parts[:-1]) as archives, \
+            regular_file(archives, parts[-1], limits.file_bytes) as (fd, st):
+        names = {name for name, _size in zip_members(fd, st.st_size, limits)}
+        try:
+            with io.BufferedReader(io.FileIO(fd, closefd=False)) as raw, zipfile.ZipFile(raw) as wacz:
+                for member in (name for name in PAGE_LISTS if name in names):
+                    with wacz.open(member) as lines:
+                        while budget > 0 and (line := lines.readline(limits.page_line_bytes + 1)):
+                            budget -= len(line)
+                            if len(line) > limits.page_line_bytes:
+                                raise Refused(f"{member} has a line over {limits.page_line_bytes} bytes")
+                            if (entry := json_object(line)) is not None:
+                                yield entry
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, zlib.error,
+                struct.error, NotImplementedError) as exc:
+            raise Refused(f"not a readable zip ({exc})") from exc
+
+
+def json_object(line: bytes) -> dict | None:
+    with contextlib.suppress(ValueError):
+        value = json.loads(line)
+        return value if isinstance(value, dict) else None
+    return None
+
+
 def delete_files(data_dir: Path, crawl: Crawl) -> Removed:
     """Cancel and retention only: remove the crawl's recorded files and their org bytes.
 
@@ -720,5 +761,6 @@ def delete_files(data_dir: Path, crawl: Crawl) -> Removed:
 __all__ = [
     "Kept", "Limits", "Refused", "Removed", "adopt_unrecorded", "archived_crawl_ids",
     "collect_session", "collect_wacz", "delete_files", "folder", "forget_archived", "keep_leftovers",
+    "kept_pages",
     "read_tail", "regular_file", "sha256_fd", "write_config", "write_private",
 ]

@@ -39,6 +39,8 @@ class LaunchSpec:
     disk_utilization: int = 90
     config: dict | None = None
     org: str = ""  # the crawl's org slug (the Swarm launcher's per-org placement)
+    browser_args: tuple[str, ...] = ()  # the crawl's browser options, as the real flags
+    profile: Path | None = None  # a browser profile file to give the crawler, read-only
 
     @property
     def hostname(self) -> str:
@@ -53,14 +55,17 @@ class LaunchSpec:
         """Holds the password: goes into the config file only, never argv or a log."""
         return self.redis.url(self.db, host=host)
 
-    def crawler_args(self, cwd: str) -> list[str]:
-        """The crawler's arguments, as crawler-protocol.md names them. No secret in here:
-        ps shows them to every local user, and they are stored on the Process row."""
+    def crawler_args(self, cwd: str, profile: str | None = None) -> list[str]:
+        """The crawler's arguments, as crawler-protocol.md names them, and the crawl's browser
+        options; `profile` is where the crawler finds the profile file. No secret in here:
+        ps shows them to every local user, and they are stored on the Process row (a
+        profile's path names it; its content is the secret)."""
         return [
             "--config", f"{cwd}/{CONFIG_NAME}", "--workers", str(self.workers),
             "--crawlId", self.crawl_id, "--collection", self.crawl_id, "--cwd", cwd,
             "--generateWACZ", "--writePagesToRedis", "--logErrorsToRedis", "--headless",
             "--restartsOnError", "--diskUtilization", str(self.disk_utilization),
+            *self.browser_args, *(["--profile", profile] if profile else []),
         ]
 
 

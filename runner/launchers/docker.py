@@ -14,19 +14,25 @@ from runner.launchers.base import Instance, Launched, LaunchSpec
 from runner.launchers.engine import (
     LOG_OPTIONS,
     NOFILE,
+    OWN_IMAGE,
     PIDS_LIMIT,
+    PROFILE_DIR,
     REDIS_ALIAS,
     STOP_TIMEOUT,
     TMP_BYTES,
     EngineLauncher,
     Prepared,
+    folder_user,
+    image_fix,
     image_missing,
     install_id,
     labelled_instance,
     nano_cpus,
+    profile_mount,
 )
 
-__all__ = ["DockerLauncher", "image_missing", "install_id"]
+__all__ = ["OWN_IMAGE", "PROFILE_DIR", "DockerLauncher", "folder_user", "image_fix", "image_missing",
+           "install_id", "profile_mount"]
 
 LIVE_STATES = ("running", "restarting", "paused")
 
@@ -82,7 +88,7 @@ class DockerLauncher(EngineLauncher):
 
         return api.create_host_config(
             network_mode="host", extra_hosts={REDIS_ALIAS: "127.0.0.1"} if redis_alias else None,
-            binds={str(spec.instance_dir): {"bind": "/crawls", "mode": "rw"}},
+            binds=_binds(spec),
             cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=PIDS_LIMIT,
             mem_limit=spec.memory_limit, nano_cpus=nano_cpus(spec), read_only=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={TMP_BYTES // 2**20}m"},
@@ -160,6 +166,32 @@ class DockerLauncher(EngineLauncher):
             return self._call("read logs", lambda api: api.logs(ref, tail=lines)).decode(errors="replace")
         except docker.errors.NotFound:
             return ""
+
+    def crawler_version(self) -> str:
+        """For `archiver doctor`: the first line `crawl --version` prints in a throwaway
+        container (no network, no mounts); "" when it prints nothing or does not exit within
+        the timeout."""
+        container = self._call("create a container", lambda api: api.create_container(
+            self.image, ["crawl", "--version"],
+            host_config=api.create_host_config(network_mode="none", cap_drop=["ALL"]))["Id"])
+        try:
+            self._call("start a container", lambda api: api.start(container))
+            self._call("wait for a container", lambda api: api.wait(container, timeout=self.timeout))
+            output = self._call("read logs", lambda api: api.logs(container, stderr=False))
+        except EngineUnavailable:
+            return ""
+        finally:
+            self.remove(container)
+        lines = output.decode(errors="replace").strip().splitlines()
+        return lines[0].strip()[:100] if lines else ""
+
+
+def _binds(spec: LaunchSpec) -> dict:
+    """The instance folder, and the crawl's browser profile (one file, read-only) if any."""
+    binds = {str(spec.instance_dir): {"bind": "/crawls", "mode": "rw"}}
+    if spec.profile:
+        binds[str(spec.profile)] = {"bind": profile_mount(spec), "mode": "ro"}
+    return binds
 
 
 def _instance(container_id: str, labels: dict, state: dict) -> Instance:

@@ -1,6 +1,6 @@
 """What the container launcher and the Swarm launcher share: one bounded client to the Docker
-engine DOCKER_HOST names, the labels that find instances again, the crawler's folder, and
-the limits every crawler gets.
+engine DOCKER_HOST names, the labels that find instances again, the crawler's folder, its
+user and its browser profile, and the limits every crawler gets.
 
 Every engine request is bounded by Settings.docker_call_timeout (5 s, at most a third of the
 lease): an engine that accepts and never answers costs one timeout, then EngineUnavailable,
@@ -14,6 +14,7 @@ import hashlib
 import os
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 from archiver.conf import Settings
 from archiver.errors import EngineUnavailable, ImageMissing, LaunchError
@@ -27,6 +28,7 @@ TMP_BYTES = 256 * MiB  # /tmp is a tmpfs: the root filesystem is read-only
 LOG_OPTIONS = {"max-size": "10m", "max-file": "3"}
 OWN_IMAGE = "archiver/crawler:"
 REDIS_ALIAS = "redis"  # the crawler refuses localhost Redis URLs: a hosts entry names 127.0.0.1
+PROFILE_DIR = "/profile"  # a crawl's browser profile is mounted here, read-only
 
 
 def install_id(settings: Settings) -> str:
@@ -34,10 +36,15 @@ def install_id(settings: Settings) -> str:
     return hashlib.sha256(str(settings.data_dir).encode()).hexdigest()[:10]
 
 
+def image_fix(image: str) -> str:
+    """How to get `image` onto the engine: archiver's own is built here, never pulled."""
+    if image.startswith(OWN_IMAGE):
+        return "build it with scripts/build-crawler-image.sh"
+    return f"run `archiver pull` (or `docker pull {image}`)"
+
+
 def image_missing(image: str) -> ImageMissing:
-    fix = ("build it with scripts/build-crawler-image.sh" if image.startswith(OWN_IMAGE)
-           else f"pull it with `docker pull {image}`")
-    return ImageMissing(f"crawler image {image} is not on the Docker engine; {fix}")
+    return ImageMissing(f"crawler image {image} is not on the Docker engine; {image_fix(image)}")
 
 
 def nano_cpus(spec: LaunchSpec) -> int:
@@ -131,15 +138,48 @@ class EngineLauncher(Launcher):
 
     @staticmethod
     def _prepare(spec: LaunchSpec) -> Prepared:
-        """The folder owned by the crawler's uid (when archiver runs as root), its config file
-        written with the Redis URL, and the crawler's arguments (no secret in them)."""
+        """The folder (and the crawl's browser profile) owned by the crawler's uid when
+        archiver runs as root, its config file written with the Redis URL, the crawler's
+        arguments (no secret in them), and the folder's owner as the user it runs as."""
         owner = (CRAWLER_UID, CRAWLER_UID) if os.geteuid() == 0 else None
         if owner:
             os.chown(spec.instance_dir, *owner)
         alias = spec.redis.is_loopback
         write_crawler_config(spec.instance_dir, spec.config, spec.redis_url(REDIS_ALIAS if alias else None), owner)
-        user = "{}:{}".format(*(owner or (os.getuid(), os.getgid())))
-        return Prepared(args=["crawl", *spec.crawler_args("/crawls")], user=user, redis_alias=alias)
+        if spec.profile and owner:  # the crawler's user must read it (0600, in 0700 folders)
+            os.chown(spec.profile, *owner)
+        args = ["crawl", *spec.crawler_args("/crawls", profile_mount(spec))]
+        return Prepared(args=args, user=folder_user(spec.instance_dir), redis_alias=alias)
+
+    # --- for `archiver doctor` -----------------------------------------------------------
+
+    def engine_version(self) -> str:
+        """The engine's version; EngineUnavailable when it does not answer in time."""
+        return str(self._call("tell its version", lambda api: api.version()).get("Version", "?"))
+
+    def image_labels(self) -> dict[str, str] | None:
+        """The image's labels; None when the engine does not have the image."""
+        import docker.errors
+
+        try:
+            attrs = self._call("find the image", lambda api: api.inspect_image(self.image))
+        except docker.errors.NotFound:
+            return None
+        return attrs.get("Config", {}).get("Labels") or {}
+
+
+def folder_user(folder: Path) -> str:
+    """`uid:gid` of the instance folder, the crawler's user: the real crawler's entrypoint
+    runs as /crawls' owner only when both match (else it tries groupadd/useradd, which the
+    dropped capabilities forbid). The gid is the folder's, not ours: in a setgid data dir
+    the folder inherits the data dir's group."""
+    info = os.stat(folder, follow_symlinks=False)
+    return f"{info.st_uid}:{info.st_gid}"
+
+
+def profile_mount(spec: LaunchSpec) -> str | None:
+    """Where the crawler sees the crawl's browser profile (read-only), if it has one."""
+    return f"{PROFILE_DIR}/{spec.profile.name}" if spec.profile else None
 
 
 def labelled_instance(ref: str, labels: dict, running: bool, exit_code: int | None,

@@ -2,8 +2,9 @@
 
 One service per instance (per Process row): one replica, restart condition `none` (archiver's
 own relaunch policy decides what an exit means), host networking (the `host` network), the
-container launcher's labels, limits and hardening, and resource reservations equal to the
-limits so that Swarm places it on a node with room. Its state and exit code are its task's.
+container launcher's labels, limits, hardening, user (the instance folder's owner) and
+browser profile (mounted read-only), and resource reservations equal to the limits so that
+Swarm places it on a node with room. Its state and exit code are its task's.
 Engine calls are bounded as runner.launchers.engine says.
 """
 
@@ -29,6 +30,7 @@ from runner.launchers.engine import (
     image_missing,
     labelled_instance,
     nano_cpus,
+    profile_mount,
 )
 
 log = logging.getLogger(__name__)
@@ -113,7 +115,6 @@ class SwarmLauncher(EngineLauncher):
     def _task_template(self, spec: LaunchSpec, prepared: Prepared, image_id: str, entrypoint: list[str]):
         from docker.types import (
             ContainerSpec,
-            Mount,
             Placement,
             Resources,
             RestartPolicy,
@@ -125,8 +126,7 @@ class SwarmLauncher(EngineLauncher):
             env={"CRAWL_ID": spec.crawl_id}, user=prepared.user, read_only=True, cap_drop=["ALL"],
             hosts={REDIS_ALIAS: "127.0.0.1"} if prepared.redis_alias else None,
             # Swarm's tmpfs mounts are nosuid, nodev and noexec already.
-            mounts=[Mount("/crawls", str(spec.instance_dir), type="bind"),
-                    Mount("/tmp", None, type="tmpfs", tmpfs_size=TMP_BYTES)],
+            mounts=_mounts(spec),
             stop_grace_period=STOP_TIMEOUT * 10**9,
         )
         # API fields the SDK has no argument for: ulimits (API 1.41) and no-new-privileges
@@ -264,6 +264,18 @@ class SwarmLauncher(EngineLauncher):
                 output += "\n"
             output += f"swarm task {status.get('State')}: {status['Err']}\n"
         return output
+
+
+def _mounts(spec: LaunchSpec) -> list:
+    """The instance folder, /tmp, and the crawl's browser profile (one file, read-only) if
+    any. Both paths must exist on the node the task lands on, as for every bind mount."""
+    from docker.types import Mount
+
+    mounts = [Mount("/crawls", str(spec.instance_dir), type="bind"),
+              Mount("/tmp", None, type="tmpfs", tmpfs_size=TMP_BYTES)]
+    if spec.profile:
+        mounts.append(Mount(profile_mount(spec), str(spec.profile), type="bind", read_only=True))
+    return mounts
 
 
 def newest(tasks: list[dict]) -> dict | None:

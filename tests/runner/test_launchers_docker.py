@@ -114,7 +114,7 @@ def test_the_default_timeout_is_well_under_the_lease(data_dir):
 @pytest.mark.slow
 @pytest.mark.parametrize(("image", "fix"), [
     ("archiver/crawler:not-built-0", "build it with scripts/build-crawler-image.sh"),
-    ("registry.invalid/someone/crawler:1", "pull it with `docker pull registry.invalid/someone/crawler:1`"),
+    ("registry.invalid/someone/crawler:1", "run `archiver pull` (or `docker pull registry.invalid/someone/crawler:1`)"),
 ])
 def test_a_missing_image_is_never_pulled_and_says_how_to_get_it(
         docker_settings, docker_client, no_leftover_containers, image, fix):
