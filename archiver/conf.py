@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import json
 import math
 import os
 import re
@@ -47,9 +48,14 @@ ENV = {
     "local_crawler_command": "ARCHIVER_LOCAL_CRAWLER_COMMAND",
     "crawl_allow_networks": "ARCHIVER_CRAWL_ALLOW_NETWORKS",
     "crawl_log_mb": "ARCHIVER_CRAWL_LOG_MB",
+    "swarm_constraints": "ARCHIVER_SWARM_CONSTRAINTS",
+    "swarm_org_constraints": "ARCHIVER_SWARM_ORG_CONSTRAINTS",
     "redis_bind": "ARCHIVER_REDIS_BIND",
     "redis_public_url": "ARCHIVER_REDIS_PUBLIC_URL",
 }
+
+# A Swarm placement constraint: `node.labels.zone==eu`, `node.role!=manager` ...
+CONSTRAINT = re.compile(r"[A-Za-z0-9_.-]+ *(==|!=) *[^\s,]+")
 
 
 def default_crawler_image() -> str:
@@ -62,7 +68,7 @@ class Settings(BaseModel):
     data_dir: Path = Path("data")
     database_url: str | None = None
     redis_url: str | None = None
-    launcher: Literal["auto", "docker", "local"] = "auto"
+    launcher: Literal["auto", "docker", "local", "swarm"] = "auto"
     crawler_image: str = Field(default_factory=default_crawler_image, min_length=1)
     # Which crawler that is: browser options (docs/crawlers.md) need browsertrix-crawler.
     crawler_kind: Literal["auto", "archiver", "browsertrix"] = "auto"
@@ -86,6 +92,9 @@ class Settings(BaseModel):
     # CIDRs the crawl address policy opens for every crawl (docs/security.md); none by default.
     crawl_allow_networks: tuple[str, ...] = ()
     crawl_log_mb: float = Field(default=10, gt=0, le=100_000, description="log kept per crawl, newest")
+    # Placement constraints of every Swarm service, and more per org (by slug).
+    swarm_constraints: tuple[str, ...] = ()
+    swarm_org_constraints: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     # Where the embedded Redis listens: crawlers on other hosts (a swarm) need an address
     # they can reach. Every connection needs a password; crawls log in as their own user.
     redis_bind: tuple[str, ...] = ("127.0.0.1",)
@@ -173,12 +182,29 @@ class Settings(BaseModel):
             raise ValueError("holds a NUL character")
         return value
 
+    @field_validator("swarm_constraints", mode="before")
+    @classmethod
+    def _constraints(cls, value):
+        return constraints(value)
+
+    @field_validator("swarm_org_constraints", mode="before")
+    @classmethod
+    def _org_constraints(cls, value):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ValueError('not JSON (try {"org-slug": ["node.labels.zone==eu"]})') from None
+        if not isinstance(value, dict):
+            raise ValueError('must be a JSON object of org slugs (try {"org-slug": ["node.labels.zone==eu"]})')
+        return {str(slug): constraints(rules) for slug, rules in value.items()}
+
     @property
     def docker_call_timeout(self) -> float:
         return self.docker_timeout or min(5.0, self.lease_seconds / 3)
 
     def crawler_name(self, launcher: str | None = None) -> str:
-        """The crawler a launcher (`docker` or `local`; None: as ARCHIVER_LAUNCHER says) runs,
+        """The crawler a launcher (`docker`, `swarm` or `local`; None: as ARCHIVER_LAUNCHER says) runs,
         as a message names it: the image, or the local command."""
         if (launcher or self.launcher) != "local":
             return self.crawler_image
@@ -216,6 +242,19 @@ class Settings(BaseModel):
     @property
     def wake_socket(self) -> Path:
         return self.run_dir / "wake.sock"
+
+
+def constraints(value) -> tuple[str, ...]:
+    """Swarm placement constraints from a comma-separated string or a list; ValueError names
+    the first that is not `<attribute>==<value>` or `<attribute>!=<value>`."""
+    parts = value.split(",") if isinstance(value, str) else value
+    if not isinstance(parts, (list, tuple)):
+        raise ValueError("must be a list of constraints such as node.labels.zone==eu")
+    found = tuple(str(part).strip() for part in parts if str(part).strip())
+    for rule in found:
+        if not CONSTRAINT.fullmatch(rule):
+            raise ValueError(f"{_quoted(rule)} is not a constraint (try node.labels.zone==eu or node.role!=manager)")
+    return found
 
 
 def duration_in_seconds(text: str) -> int:

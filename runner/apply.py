@@ -560,8 +560,8 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
         redis=for_crawlers(rt.store.grant(crawl.redis_db, crawl.pk), rt.settings.redis_public_url),
         db=crawl.redis_db, runner_id=rt.id,
         disk_utilization=int(rt.settings.disk_threshold_percent),
-        config=crawler_config(rt, crawl, now), browser_args=tuple(config.browser_args()),
-        profile=profile,
+        config=crawler_config(rt, crawl, now), org=crawl.org.slug,
+        browser_args=tuple(config.browser_args()), profile=profile,
     )
     try:
         launched = rt.launcher.launch(spec)

@@ -154,9 +154,9 @@ def ping_problem(endpoint: RedisEndpoint) -> str | None:
 
 
 def uses_docker(settings: Settings) -> bool:
-    """As make_launcher decides: docker, or auto with an engine configured."""
+    """As make_launcher decides: docker or swarm, or auto with an engine configured."""
     if settings.launcher != "auto":
-        return settings.launcher == "docker"
+        return settings.launcher in ("docker", "swarm")  # swarm: the manager is the engine
     return bool(os.environ.get("DOCKER_HOST")) or Path("/var/run/docker.sock").exists()
 
 

@@ -17,7 +17,10 @@
 #
 # Environment: ARCHIVER_DOCKER_ROOT (data, logs, pidfile; default /var/lib/archiver-docker),
 # ARCHIVER_DOCKER_RUN (exec-root and socket; kept short because unix socket paths are
-# limited to 108 bytes; default /run/archiver-docker), ARCHIVER_DOCKER_START_TIMEOUT (s).
+# limited to 108 bytes; default /run/archiver-docker), ARCHIVER_DOCKER_START_TIMEOUT (s),
+# ARCHIVER_DOCKER_SWARM_ADDR (e.g. 127.0.0.1:2477: start/acquire make the engine a single-node
+# Swarm manager listening and advertising on that address only; the swarm lives in the
+# data-root, so a restarted engine is a manager again. Unset: swarm mode is left alone).
 set -euo pipefail
 # dockerd and debootstrap live in sbin, which a non-login root shell may lack.
 export PATH=$PATH:/usr/sbin:/sbin
@@ -32,6 +35,7 @@ LEASES=$ROOT/leases
 # Present while the running engine was started by an acquire (so the leases own it).
 LEASED_MARK=$ROOT/started-by-lease
 START_TIMEOUT=${ARCHIVER_DOCKER_START_TIMEOUT:-60}
+SWARM_ADDR=${ARCHIVER_DOCKER_SWARM_ADDR:-}
 
 say() { printf 'docker-engine: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -83,6 +87,7 @@ running_pid() {
 start() {
     if answers; then
         say "engine already answers on unix://$SOCK"
+        ensure_swarm
         return 0
     fi
     ensure_installed
@@ -100,6 +105,18 @@ start() {
         setsid dockerd "${opts[@]}" >>"$LOG" 2>&1 </dev/null 9>&- &
     fi
     wait_until_ready
+    ensure_swarm
+}
+
+ensure_swarm() {
+    [[ -n $SWARM_ADDR ]] || return 0
+    local cli state
+    cli=$(docker_cli)
+    state=$("$cli" -H "unix://$SOCK" info --format '{{.Swarm.LocalNodeState}}')
+    [[ $state == active ]] && return 0
+    say "making the engine a single-node Swarm manager on $SWARM_ADDR (it was $state)"
+    "$cli" -H "unix://$SOCK" swarm init --advertise-addr "$SWARM_ADDR" --listen-addr "$SWARM_ADDR" \
+        >/dev/null || die "docker swarm init failed"
 }
 
 wait_until_ready() {
@@ -172,6 +189,7 @@ acquire() {
     lock
     if answers; then
         say "engine already answers on unix://$SOCK"
+        ensure_swarm
     else
         start
         touch "$LEASED_MARK"

@@ -1,7 +1,7 @@
-"""Where crawler instances run: Docker containers or local processes.
+"""Where crawler instances run: Docker containers, Swarm services or local processes.
 
 A Launcher starts one instance from a LaunchSpec and answers for it by a `ref` (a
-container id, or the path prefix of a local process's files). Everything it starts
+container id, a service id, or the path prefix of a local process's files). Everything it starts
 carries the crawl id, the instance number, the Process row and this installation, so a
 restarted daemon finds its instances again (`find()`, even for a launch it was killed in)
 and never touches another installation's. The in-memory FakeLauncher is in runner.testing.
@@ -26,19 +26,26 @@ from runner.launchers.base import (
 )
 from runner.launchers.docker import DockerLauncher, image_missing, install_id
 from runner.launchers.local import LocalLauncher, crawler_command
+from runner.launchers.swarm import SwarmLauncher
 
 __all__ = [
     "CONFIG_NAME", "DockerLauncher", "Instance", "LaunchSpec", "Launched", "Launcher", "LocalLauncher",
-    "crawler_command", "hostname", "image_missing", "install_id", "make_launcher", "write_crawler_config",
+    "SwarmLauncher", "crawler_command", "hostname", "image_missing", "install_id", "make_launcher",
+    "write_crawler_config",
 ]
 
 log = logging.getLogger(__name__)
 
 
 def make_launcher(settings: Settings) -> Launcher:
-    """The launcher ARCHIVER_LAUNCHER asks for; `auto` takes Docker when it can run the image."""
+    """The launcher ARCHIVER_LAUNCHER asks for; `auto` takes Docker when it can run the image
+    (never Swarm: services are asked for by name)."""
     if settings.launcher == "local":
         return LocalLauncher(settings)
+    if settings.launcher == "swarm":
+        swarm = SwarmLauncher(settings)
+        swarm.check()
+        return swarm
     docker = DockerLauncher(settings)
     if settings.launcher == "docker":
         return docker

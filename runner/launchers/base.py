@@ -38,6 +38,7 @@ class LaunchSpec:
     runner_id: str
     disk_utilization: int = 90
     config: dict | None = None
+    org: str = ""  # the crawl's org slug (the Swarm launcher's per-org placement)
     browser_args: tuple[str, ...] = ()  # the crawl's browser options, as the real flags
     profile: Path | None = None  # a browser profile file to give the crawler, read-only
 
