@@ -111,3 +111,49 @@ def our_containers(docker_client, settings) -> list:
 
     label = f"archiver.install={install_id(settings)}"
     return docker_client.containers.list(all=True, filters={"label": label})
+
+
+def gen_pages(site) -> set[str]:
+    """The generated site's page URLs (what a crawl of /gen/ must archive)."""
+    return {site.root + path for path in site.routes
+            if path.startswith("/gen/") and path.endswith(("/", ".html"))}
+
+
+def fetched_more_than_once(site) -> dict[str, int]:
+    return {path: n for path, n in site.requests.items() if n > 1}
+
+
+def kept_files(crawl: Crawl, settings) -> list[Path]:
+    return [settings.data_dir / f.path for f in crawl.files.order_by("created_at")]
+
+
+def archived_bytes(runner, crawl: Crawl, host: str) -> int:
+    crawl.refresh_from_db()
+    return int(runner.store.client(crawl.redis_db).hget(f"{crawl.pk}:size", host) or 0)
+
+
+def pause_and_resume(runner, make_crawl, settings, running: Callable[[], list]) -> Crawl:
+    """A crawl of a slow site paused after 3 pages (nothing of it left `running()`), resumed
+    and finished: complete, every page fetched once, into two disjoint archives."""
+    import io
+
+    from django.core.management import call_command
+
+    with slow_site(pages=20, delay=0.1) as site:
+        crawl = make_crawl(site.url)
+        drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= 3, timeout=30)
+        call_command("pause", crawl.pk, stdout=io.StringIO())
+        drive(runner, lambda: status_of(crawl) == "paused", timeout=30)
+        assert running() == []
+
+        call_command("resume", crawl.pk, stdout=io.StringIO())
+        drive(runner, is_final(crawl), timeout=60)
+        twice = fetched_more_than_once(site)
+
+    crawl.refresh_from_db()
+    assert crawl.status == "complete", crawl.error
+    assert crawl.pages_done == 21 and twice == {}
+    paths = kept_files(crawl, settings)
+    assert len(paths) == 2
+    assert_disjoint_archives(paths, gen_pages(site))
+    return crawl

@@ -12,12 +12,16 @@ from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, ProcessStatus
 from runner.launchers import DockerLauncher, hostname
 from tests.runner.helpers import (
+    archived_bytes,
     assert_disjoint_archives,
     drive,
+    fetched_more_than_once,
+    gen_pages,
     is_final,
+    kept_files,
     our_containers,
+    pause_and_resume,
     slow_site,
-    status_of,
     wacz_responses,
 )
 
@@ -25,22 +29,8 @@ S = CrawlStatus
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.slow]
 
 
-def gen_pages(site) -> set[str]:
-    return {site.root + path for path in site.routes
-            if path.startswith("/gen/") and path.endswith(("/", ".html"))}
 
 
-def fetched_more_than_once(site) -> dict[str, int]:
-    return {path: n for path, n in site.requests.items() if n > 1}
-
-
-def kept_files(crawl: Crawl, settings) -> list:
-    return [settings.data_dir / f.path for f in crawl.files.order_by("created_at")]
-
-
-def archived_bytes(runner, crawl: Crawl, host: str) -> int:
-    crawl.refresh_from_db()
-    return int(runner.store.client(crawl.redis_db).hget(f"{crawl.pk}:size", host) or 0)
 
 
 @pytest.fixture
@@ -50,24 +40,8 @@ def docker_runner(make_runner, docker_settings, no_leftover_containers):
 
 def test_pause_and_resume_in_containers_archive_each_page_once(
         docker_runner, make_crawl, docker_settings, docker_client):
-    runner = docker_runner
-    with slow_site(pages=20, delay=0.1) as site:
-        crawl = make_crawl(site.url)
-        drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= 3, timeout=30)
-        call_command("pause", crawl.pk, stdout=io.StringIO())
-        drive(runner, lambda: status_of(crawl) == S.PAUSED, timeout=30)
-        assert our_containers(docker_client, docker_settings) == []
-
-        call_command("resume", crawl.pk, stdout=io.StringIO())
-        drive(runner, is_final(crawl), timeout=60)
-        twice = fetched_more_than_once(site)
-
-    crawl.refresh_from_db()
-    assert crawl.status == S.COMPLETE, crawl.error
-    assert crawl.pages_done == 21 and twice == {}
-    paths = kept_files(crawl, docker_settings)
-    assert len(paths) == 2
-    assert_disjoint_archives(paths, gen_pages(site))
+    crawl = pause_and_resume(docker_runner, make_crawl, docker_settings,
+                             lambda: our_containers(docker_client, docker_settings))
     assert crawl.size_bytes == sum(crawl.files.values_list("size", flat=True))
     assert our_containers(docker_client, docker_settings) == []
 

@@ -34,15 +34,18 @@ from runner.launchers.swarm import newest
 from runner.redis_server import RedisEndpoint
 from tests.profile_tars import good_profile
 from tests.runner.helpers import (
+    archived_bytes,
     assert_disjoint_archives,
     drive,
+    fetched_more_than_once,
+    gen_pages,
     is_final,
+    kept_files,
+    pause_and_resume,
     sha256,
     slow_site,
-    status_of,
 )
 from tests.runner.test_daemon_process import Installation
-from tests.runner.test_docker_lifecycle import archived_bytes
 from tests.runner.test_launchers_docker import HungEngine
 from tests.sitegen import serve_site
 
@@ -179,39 +182,13 @@ def test_a_crawl_through_swarm_services_completes_with_a_verified_wacz(
     assert store.client(1).dbsize() == 0
 
 
-def gen_pages(site) -> set[str]:
-    return {site.root + path for path in site.routes
-            if path.startswith("/gen/") and path.endswith(("/", ".html"))}
 
-
-def fetched_more_than_once(site) -> dict[str, int]:
-    return {path: n for path, n in site.requests.items() if n > 1}
-
-
-def kept_files(crawl: Crawl, settings) -> list[Path]:
-    return [settings.data_dir / f.path for f in crawl.files.order_by("created_at")]
 
 
 def test_pause_and_resume_through_swarm_archive_each_page_once(
         swarm_runner, make_crawl, swarm_settings, swarm_client):
-    runner = swarm_runner
-    with slow_site(pages=20, delay=0.1) as site:
-        crawl = make_crawl(site.url)
-        drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= 3, timeout=30)
-        call_command("pause", crawl.pk, stdout=io.StringIO())
-        drive(runner, lambda: status_of(crawl) == S.PAUSED, timeout=30)
-        assert our_services(swarm_client, swarm_settings) == []
-
-        call_command("resume", crawl.pk, stdout=io.StringIO())
-        drive(runner, is_final(crawl), timeout=60)
-        twice = fetched_more_than_once(site)
-
-    crawl.refresh_from_db()
-    assert crawl.status == S.COMPLETE, crawl.error
-    assert crawl.pages_done == 21 and twice == {}
-    paths = kept_files(crawl, swarm_settings)
-    assert len(paths) == 2
-    assert_disjoint_archives(paths, gen_pages(site))
+    crawl = pause_and_resume(swarm_runner, make_crawl, swarm_settings,
+                             lambda: our_services(swarm_client, swarm_settings))
     assert list(crawl.processes.values_list("exit_code", flat=True)) == [0, 0]
 
 
