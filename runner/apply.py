@@ -28,7 +28,7 @@ from crawls.models import (
     Snapshot,
     SnapshotStatus,
 )
-from runner import archive, decide
+from runner import archive, decide, uploads
 from runner.decide import (
     FAILED_ATTEMPT,
     CancelTimeout,
@@ -308,8 +308,11 @@ def parse_log_line(line: str) -> dict | None:
 def keep_session(rt: Runtime, crawl: Crawl, process: Process, now: dt.datetime) -> None:
     """Keep what an ended instance archived, and forget it in its folder (docs/architecture.md):
     through the file boundary of runner/archive.py, its warnings in the crawl's log."""
-    data_dir = rt.settings.data_dir
-    kept, removed = archive.collect_session(data_dir, crawl, process, now, archive.Limits.of(rt.settings))
+    if rt.settings.s3 is not None:
+        kept, removed = uploads.keep_uploaded(rt, crawl, process, now)
+    else:
+        kept, removed = archive.collect_session(rt.settings.data_dir, crawl, process, now,
+                                                archive.Limits.of(rt.settings))
     record_kept(rt, crawl, kept, now)
     for warning in removed.warnings if removed else ():
         rt.note(crawl, warning, "warning", now)
@@ -443,6 +446,9 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
         redis=rt.store.grant(crawl.redis_db, crawl.pk), db=crawl.redis_db, runner_id=rt.id,
         disk_utilization=int(rt.settings.disk_threshold_percent),
         config=crawler_config(rt, crawl, now),
+        storage_env=uploads.crawler_env(rt.settings.s3, crawl.pk, process.hostname, process.pk)
+        if rt.settings.s3 else {},
+        report_key=uploads.reports_key(crawl.pk),
     )
     try:
         launched = rt.launcher.launch(spec)

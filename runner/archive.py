@@ -71,6 +71,7 @@ from django.db import transaction
 
 from archiver.conf import Settings
 from archiver.errors import ArchiverError
+from crawls import storage
 from crawls.models import Crawl, CrawlFile, Process
 
 log = logging.getLogger(__name__)
@@ -370,11 +371,14 @@ def session_files(members: list[tuple[str, int]]) -> tuple[dict[tuple[str, str],
 # --- recording --------------------------------------------------------------------------------
 
 
-def record(crawl: Crawl, path: str, size: int, digest: str, now: dt.datetime) -> tuple[CrawlFile, bool]:
-    """The CrawlFile of `path`, created once with the org's bytes added in the same transaction."""
+def record(crawl: Crawl, path: str, size: int, digest: str, now: dt.datetime,
+           root: str = "") -> tuple[CrawlFile, bool]:
+    """The CrawlFile of `path`, created once with the org's bytes added in the same transaction
+    (`root`: s3://<bucket> for an object, whose `path` is then its key)."""
     with transaction.atomic():
         row, created = CrawlFile.objects.get_or_create(
-            path=path, defaults={"crawl": crawl, "size": size, "sha256": digest, "created_at": now})
+            path=path, defaults={"crawl": crawl, "size": size, "sha256": digest, "created_at": now,
+                                 "root": root})
         if created:
             crawl.org.add_bytes(size)
     return row, created
@@ -507,18 +511,54 @@ def forget_archived(data_dir: Path, crawl_id: str, instance: int, kept: CrawlFil
              f"folders (such as {refused[0][:100]!r}); ignored")
     try:
         with folder(data_dir, *collection_parts(crawl_id, instance)) as collection:
-            for sub in KEPT_FOLDERS:
-                names = {base: size for (top, base), size in wanted.items() if top == sub}
-                try:
-                    forget_in(collection, sub, names, removed, limits)
-                except Refused as exc:
-                    warn(crawl_id, removed.warnings, f"instance {instance}: {exc}")
-            removed.left_bytes = archive_bytes(collection, limits)
+            forget_members(collection, wanted, removed, limits, crawl_id, instance)
     except FileNotFoundError:
         pass
     except Refused as exc:
         warn(crawl_id, removed.warnings, f"instance {instance}: {exc}")
     return removed
+
+
+def forget_members(collection: int, wanted: dict, removed: Removed, limits: Limits,
+                   crawl_id: str, instance: int) -> None:
+    """Delete what `wanted` (session_files() of a kept WACZ) names in the collection; then
+    measure what archive/ still holds."""
+    for sub in KEPT_FOLDERS:
+        names = {base: size for (top, base), size in wanted.items() if top == sub}
+        try:
+            forget_in(collection, sub, names, removed, limits)
+        except Refused as exc:
+            warn(crawl_id, removed.warnings, f"instance {instance}: {exc}")
+    removed.left_bytes = archive_bytes(collection, limits)
+
+
+def forget_uploaded(data_dir: Path, crawl_id: str, instance: int, digests: set[str],
+                    limits: Limits = Limits()) -> Removed | None:
+    """With object storage: the session WACZ a crawler uploaded stays in its collection. When
+    its SHA-256 is one of `digests` (the crawl's recorded files), what it holds is deleted
+    from the collection as forget_archived() does, and then the WACZ itself. None when there
+    is no such WACZ, or it was not recorded (then nothing is deleted: its WARCs are packed
+    again by the next session, or kept at the crawl's end)."""
+    name = f"{crawl_id}.wacz"
+    warnings: list[str] = []
+    try:
+        with folder(data_dir, *collection_parts(crawl_id, instance)) as collection:
+            with regular_file(collection, name, limits.file_bytes) as (fd, st):
+                if sha256_fd(fd, st.st_size) not in digests:
+                    return None
+                wanted, refused = session_files(zip_members(fd, st.st_size, limits))
+            removed = Removed(warnings=warnings)
+            if refused:
+                warn(crawl_id, warnings, f"instance {instance}'s WACZ lists {len(refused)} "
+                     f"entries outside its folders (such as {refused[0][:100]!r}); ignored")
+            forget_members(collection, wanted, removed, limits, crawl_id, instance)
+            remove_checked(collection, name, st)
+            return removed
+    except FileNotFoundError:
+        return None
+    except Refused as exc:
+        warn(crawl_id, warnings, f"instance {instance}'s uploaded WACZ: {exc}; nothing deleted")
+        return Removed(warnings=warnings) if warnings else None
 
 
 def held_by(data_dir: Path, kept: CrawlFile, limits: Limits) -> tuple[dict, list[str]]:
@@ -687,8 +727,27 @@ def kept_parts(row: CrawlFile) -> tuple[str, str, str]:
     return parts
 
 
-def delete_files(data_dir: Path, crawl: Crawl) -> Removed:
-    """Cancel and retention only: remove the crawl's recorded files and their org bytes.
+def delete_object(crawl: Crawl, row: CrawlFile, objects, removed: Removed) -> None:
+    """An object in the bucket, then its row; the row stays when the store refuses (so a
+    later delete or retention pass can try again)."""
+    try:
+        if objects is None or objects.target.root != row.root:
+            raise storage.StorageError(f"{row.root}/{row.path} is in a bucket "
+                                       "ARCHIVER_STORAGE_URL does not name")
+        objects.delete(row.path)
+    except storage.StorageError as exc:
+        warn(crawl.pk, removed.warnings, f"deleting its files: {exc}; its record is kept")
+        return
+    removed.deleted += 1
+    with transaction.atomic():
+        if CrawlFile.objects.filter(pk=row.pk).delete()[0]:
+            crawl.org.add_bytes(-row.size)
+            removed.deleted_bytes += row.size
+
+
+def delete_files(data_dir: Path, crawl: Crawl, objects=None) -> Removed:
+    """Cancel and retention only: remove the crawl's recorded files and their org bytes
+    (objects in the bucket through `objects`, a crawls.storage.ObjectStore).
 
     Paths come from our rows and must be archives/<crawl>/<name>; anything else is not
     touched on disk (its row still goes: the crawl keeps nothing). A file is removed before
@@ -697,6 +756,9 @@ def delete_files(data_dir: Path, crawl: Crawl) -> Removed:
     """
     removed = Removed()
     for row in crawl.files.all():
+        if storage.is_object(row):
+            delete_object(crawl, row, objects, removed)
+            continue
         try:
             parts = kept_parts(row)
             with folder(data_dir, *parts[:-1]) as archives:
@@ -719,6 +781,7 @@ def delete_files(data_dir: Path, crawl: Crawl) -> Removed:
 
 __all__ = [
     "Kept", "Limits", "Refused", "Removed", "adopt_unrecorded", "archived_crawl_ids",
-    "collect_session", "collect_wacz", "delete_files", "folder", "forget_archived", "keep_leftovers",
+    "collect_session", "collect_wacz", "delete_files", "folder", "forget_archived",
+    "forget_uploaded", "keep_leftovers",
     "read_tail", "regular_file", "sha256_fd", "write_config", "write_private",
 ]

@@ -32,7 +32,7 @@ fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ crawler/pyproject.toml -nt "$stamp" ]; then
     say "installing archiver and its crawler"
     "$PY" -m pip install -q --upgrade pip
-    "$PY" -m pip install -q -e ./crawler -e .
+    "$PY" -m pip install -q -e './crawler[s3]' -e .
     touch "$stamp"
 fi
 

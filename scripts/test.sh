@@ -71,7 +71,7 @@ install_venv() {
         return
     fi
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -e './crawler[test]' -e '.[test]'
+        -e './crawler[test,s3]' -e '.[test]'
     echo "$stamp" >"$stamp_file"
 }
 

@@ -8,7 +8,7 @@ import json
 import os
 import secrets
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from archiver.errors import LaunchError
@@ -38,6 +38,10 @@ class LaunchSpec:
     runner_id: str
     disk_utilization: int = 90
     config: dict | None = None
+    # STORE_* of the upload contract (runner/uploads.py): secrets, so out of repr() and
+    # argv; they reach the crawler through its environment only.
+    storage_env: dict[str, str] = field(default_factory=dict, repr=False)
+    report_key: str = ""  # where the crawler RPUSHes its upload reports (WEBHOOK_URL)
 
     @property
     def hostname(self) -> str:
@@ -51,6 +55,16 @@ class LaunchSpec:
     def redis_url(self, host: str | None = None) -> str:
         """Holds the password: goes into the config file only, never argv or a log."""
         return self.redis.url(self.db, host=host)
+
+    def environment(self, redis_host: str | None = None) -> dict[str, str]:
+        """The crawler's own environment variables: CRAWL_ID, and with object storage the
+        upload contract and WEBHOOK_URL (redis://user:password@host:port/db/key, which holds
+        the crawl's Redis password). Never logged, never stored on the Process row."""
+        env = {"CRAWL_ID": self.crawl_id}
+        if self.storage_env:
+            env.update(self.storage_env)
+            env["WEBHOOK_URL"] = f"{self.redis_url(redis_host)}/{self.report_key}"
+        return env
 
     def crawler_args(self, cwd: str) -> list[str]:
         """The crawler's arguments, as crawler-protocol.md names them. No secret in here:

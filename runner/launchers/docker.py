@@ -138,7 +138,7 @@ class DockerLauncher(Launcher):
         try:
             return self._call("create a container", lambda api: api.create_container(
                 self.image, args, name=name, hostname=spec.hostname, user=user, detach=True,
-                environment={"CRAWL_ID": spec.crawl_id}, labels=self._labels(spec),
+                environment=spec.environment(redis_host), labels=self._labels(spec),
                 host_config=self._host_config(api, spec, redis_host))["Id"])
         except docker.errors.ImageNotFound as exc:
             raise image_missing(self.image) from exc

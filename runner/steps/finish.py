@@ -14,9 +14,9 @@ import shutil
 import redis
 
 from archiver.errors import LaunchError
-from crawls import quotas
+from crawls import quotas, storage
 from crawls.models import STOPPED_STATE, Crawl, CrawlStatus, Intent, StopReason
-from runner import archive
+from runner import archive, uploads
 from runner.apply import ingest, keep_session, record_kept
 from runner.decide import Outcome
 from runner.observe import failed_offset, files_bytes, progress_values
@@ -183,6 +183,10 @@ def keep_leftovers(rt: Runtime, crawl: Crawl, now: dt.datetime) -> int:
     for process in crawl.processes.order_by("created_at", "pk"):
         latest[process.instance] = process
     left_behind, added = 0, 0
+    if rt.settings.s3 is not None:  # the last reports, before the Redis database is flushed
+        kept = uploads.record_reports(rt, crawl, now)
+        record_kept(rt, crawl, kept, now)
+        added += kept.added_bytes
     for process in latest.values():
         kept = archive.keep_leftovers(rt.settings.data_dir, crawl, process, now,
                                       archive.Limits.of(rt.settings))
@@ -210,7 +214,8 @@ def release_redis(rt: Runtime, crawl: Crawl, db: int) -> bool:
 
 def delete_files(rt: Runtime, crawl: Crawl) -> None:
     """A canceled crawl keeps nothing (the only deletion a runner makes on its own)."""
-    for warning in archive.delete_files(rt.settings.data_dir, crawl).warnings:
+    removed = archive.delete_files(rt.settings.data_dir, crawl, storage.object_store(rt.settings))
+    for warning in removed.warnings:
         rt.note(crawl, warning, "warning")
 
 
