@@ -7,6 +7,7 @@ import itertools
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -29,6 +30,14 @@ def moto_command() -> str:
     if binary is None:
         pytest.fail("moto_server is missing: pip install 'moto[server]' (the test extra)")
     return binary
+
+
+@pytest.fixture
+def data_dir():
+    # Short, so the wake socket's path fits a Unix socket address.
+    path = Path(tempfile.mkdtemp(prefix="as3-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
