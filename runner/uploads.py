@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass
 
@@ -170,3 +171,42 @@ def keep_uploaded(rt, crawl: Crawl, process: Process, now: dt.datetime,
     removed = archive.forget_uploaded(rt.settings.data_dir, crawl.pk, process.instance, digests,
                                       archive.Limits.of(rt.settings))
     return kept, removed
+
+
+def push_kept(rt, crawl: Crawl, now: dt.datetime) -> list[str]:
+    """With object storage, the files the runner itself kept under the data dir (WARCs a
+    crawler left unpackaged, kept by keep_leftovers at the crawl's end) go to the bucket too,
+    so every archive of the crawl is where the others are. Per file: upload, HEAD (same
+    size), delete the local file, then point the row at the object. A crash after the delete
+    leaves a row whose file is gone but whose object exists: the next call finds the object
+    and points the row at it; nothing is recorded twice. The warnings, for the crawl's log."""
+    target, objects = rt.settings.s3, storage.object_store(rt.settings)
+    warnings: list[str] = []
+    for row in crawl.files.exclude(root__startswith="s3://"):
+        try:
+            push_one(rt, crawl, row, target, objects)
+        except (archive.Refused, OSError, storage.StorageError) as exc:
+            archive.warn(crawl.pk, warnings, f"{row.path} stays under the data dir: {exc}")
+    return warnings
+
+
+def push_one(rt, crawl: Crawl, row, target: S3Target, objects) -> None:
+    parts = archive.kept_parts(row)
+    key = target.crawl_prefix(crawl.pk) + parts[-1]
+    limits = archive.Limits.of(rt.settings)
+    with archive.folder(rt.settings.data_dir, *parts[:-1]) as folder:
+        try:
+            with archive.regular_file(folder, parts[-1], limits.file_bytes) as (fd, st):
+                if st.st_size != row.size:
+                    raise archive.Refused(f"it has {st.st_size} bytes, its record {row.size}")
+                with open(os.dup(fd), "rb") as handle:
+                    objects.write(key, handle, st.st_size)
+                if objects.head(key) != row.size:
+                    raise storage.StorageError(f"object storage: s3://{target.bucket}/{key} "
+                                               "does not have the size uploaded")
+                archive.remove_checked(folder, parts[-1], st)
+        except FileNotFoundError:
+            if objects.head(key) != row.size:  # not uploaded before a crash either
+                raise
+    type(row).objects.filter(pk=row.pk, path=row.path).update(path=key, root=target.root)
+    log.info("crawl %s: moved %s to s3://%s/%s", crawl.short_id, row.path, target.bucket, key)

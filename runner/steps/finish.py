@@ -193,6 +193,9 @@ def keep_leftovers(rt: Runtime, crawl: Crawl, now: dt.datetime) -> int:
         record_kept(rt, crawl, kept, now)
         left_behind += kept.left_behind
         added += kept.added_bytes
+    if rt.settings.s3 is not None:
+        for warning in uploads.push_kept(rt, crawl, now):
+            rt.note(crawl, warning, "warning", now)
     if added:
         crawl.size_bytes = files_bytes(crawl)
         Crawl.objects.filter(pk=crawl.pk).update(size_bytes=crawl.size_bytes)
