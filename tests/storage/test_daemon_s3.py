@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 
 import pytest
 
@@ -145,3 +146,24 @@ def test_a_crawl_in_containers_uploads_to_the_bucket_too(
 
     installation.manage("delete", crawl_id)
     assert objects_of(s3, bucket, f"archiver/{crawl_id}/") == {}
+
+
+def test_a_daemon_killed_while_its_crawler_uploads_records_every_upload_once_after_restart(
+        installation, s3, bucket, tmp_path):
+    with slow_site(pages=PAGES, delay=0.3) as site:
+        first = installation.start_daemon()
+        crawl_id = installation.manage("add", site.url).strip()
+        installation.wait(crawl_id, lambda c: c["pages_done"] >= 3, timeout=60)
+        installation.manage("pause", crawl_id)
+        # The crawler packages, uploads and reports while no daemon runs (local crawlers
+        # outlive it); the next daemon finds the exit and the report in Redis.
+        time.sleep(0.5)  # the daemon, nudged, has asked the crawler to pause
+        first.kill()
+        first.wait()
+        installation.start_daemon()
+        paused = installation.wait(crawl_id, lambda c: c["status"] in ("paused", *FINAL), timeout=90)
+        assert paused["status"] == "paused", paused
+        installation.manage("resume", crawl_id)
+        state = installation.wait(crawl_id, lambda c: c["status"] in FINAL, timeout=120)
+    assert state["status"] == "complete", state
+    check_recorded_once(installation, crawl_id, s3, bucket, tmp_path)
