@@ -3,8 +3,9 @@
 Only finished crawls are ever deleted (never a queued, running, waiting or paused one).
 A file is deleted only if its path resolves inside the data dir and is not itself a
 symbolic link; anything else is logged and left alone. Archives kept in object storage
-(docs/storage.md) are deleted from their bucket first; a store that refuses keeps the crawl. The crawl's rows go after its
-files, and the bytes of its archive files leave its org's `bytes_stored`.
+(docs/storage.md) are deleted from their bucket first; a store that refuses keeps the
+crawl. The crawl's rows go after its files, and the bytes of its archive files leave its
+org's `bytes_stored`.
 """
 
 from __future__ import annotations
