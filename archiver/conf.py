@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import ipaddress
 import math
 import os
 import re
@@ -38,6 +39,7 @@ ENV = {
     "redis_url": "ARCHIVER_REDIS_URL",
     "launcher": "ARCHIVER_LAUNCHER",
     "crawler_image": "ARCHIVER_CRAWLER_IMAGE",
+    "crawler_kind": "ARCHIVER_CRAWLER_KIND",
     "max_concurrent_crawls": "ARCHIVER_MAX_CONCURRENT_CRAWLS",
     "lease_seconds": "ARCHIVER_LEASE_SECONDS",
     "poll_interval": "ARCHIVER_POLL_INTERVAL",
@@ -61,6 +63,8 @@ ENV = {
     "storage_secret_key": "ARCHIVER_STORAGE_SECRET_KEY",
     "storage_crawler_access_key": "ARCHIVER_STORAGE_CRAWLER_ACCESS_KEY",
     "storage_crawler_secret_key": "ARCHIVER_STORAGE_CRAWLER_SECRET_KEY",
+    "redis_bind": "ARCHIVER_REDIS_BIND",
+    "redis_public_url": "ARCHIVER_REDIS_PUBLIC_URL",
 }
 # Their values are never repeated in an error message (nor anywhere else).
 SECRET_VARIABLES = {"ARCHIVER_STORAGE_ACCESS_KEY", "ARCHIVER_STORAGE_SECRET_KEY",
@@ -107,6 +111,8 @@ class Settings(BaseModel):
     redis_url: str | None = None
     launcher: Literal["auto", "docker", "local"] = "auto"
     crawler_image: str = Field(default_factory=default_crawler_image, min_length=1)
+    # Which crawler that is: browser options (docs/crawlers.md) need browsertrix-crawler.
+    crawler_kind: Literal["auto", "archiver", "browsertrix"] = "auto"
     max_concurrent_crawls: int = Field(default=2, ge=1, le=1000)
     lease_seconds: int = Field(default=30, ge=5, le=3600)
     poll_interval: float = Field(default=2.0, gt=0, le=300)
@@ -138,6 +144,12 @@ class Settings(BaseModel):
     # give keys that may only write under the prefix to keep a hijacked crawler from the rest.
     storage_crawler_access_key: SecretStr | None = None
     storage_crawler_secret_key: SecretStr | None = None
+    # Where the embedded Redis listens: crawlers on other hosts (a swarm) need an address
+    # they can reach. Every connection needs a password; crawls log in as their own user.
+    redis_bind: tuple[str, ...] = ("127.0.0.1",)
+    # The Redis address handed to crawlers (scheme, host, port; never credentials: each
+    # crawl has its own), when it differs from the one the runner uses.
+    redis_public_url: str | None = None
 
     @field_validator("data_dir")
     @classmethod
@@ -155,6 +167,38 @@ class Settings(BaseModel):
         }[info.field_name]
         if not value.startswith(allowed):
             raise ValueError(f"must start with one of {', '.join(allowed)}")
+        return value
+
+    @field_validator("redis_bind", mode="before")
+    @classmethod
+    def _addresses(cls, value):
+        if isinstance(value, str):
+            value = tuple(value.replace(",", " ").split())
+        if not value:
+            raise ValueError("names no address")
+        for address in value:
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise ValueError(f"{address!r} is not an IP address") from None
+        return tuple(value)
+
+    @field_validator("redis_public_url")
+    @classmethod
+    def _public_redis(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+            raise ValueError("must be redis://HOST[:PORT] or rediss://HOST[:PORT]")
+        if parts.username or parts.password:
+            raise ValueError("must not hold credentials: each crawl logs in as its own user")
+        if parts.path not in ("", "/"):
+            raise ValueError("must not name a database: each crawl has its own")
+        try:
+            parts.port  # noqa: B018 - raises on a port out of range
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
         return value
 
     @field_validator("webhook_allow_hosts", "webhook_allow_domains", mode="before")
@@ -255,6 +299,26 @@ class Settings(BaseModel):
     def docker_call_timeout(self) -> float:
         return self.docker_timeout or min(5.0, self.lease_seconds / 3)
 
+    def crawler_name(self, launcher: str | None = None) -> str:
+        """The crawler a launcher (`docker` or `local`; None: as ARCHIVER_LAUNCHER says) runs,
+        as a message names it: the image, or the local command."""
+        if (launcher or self.launcher) != "local":
+            return self.crawler_image
+        return self.local_crawler_command[0] if self.local_crawler_command else "archiver-crawler (local)"
+
+    def browser_crawler(self, launcher: str | None = None) -> bool:
+        """Whether that crawler drives a browser (takes --behaviors, --profile ...).
+
+        ARCHIVER_CRAWLER_KIND says so, or `auto` reads the name: an image (or, for the local
+        launcher, a command) whose name holds `browsertrix` is the real browsertrix-crawler.
+        Labels are not read: judging an `add` must not need the Docker engine."""
+        if self.crawler_kind != "auto":
+            return self.crawler_kind == "browsertrix"
+        if (launcher or self.launcher) == "local":
+            return any("browsertrix" in part.lower() for part in self.local_crawler_command)
+        repository = self.crawler_image.rsplit("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+        return "browsertrix" in repository.lower()
+
     @field_validator("crawl_allow_networks", mode="before")
     @classmethod
     def _networks(cls, value):
@@ -324,8 +388,16 @@ def from_environ(environ: dict[str, str] | None = None) -> Settings:
         if not error["loc"]:  # a rule across settings: its message names them
             raise ConfigError(message) from None
         variable = ENV.get(str(error["loc"][0]), str(error["loc"][0]))
-        got = "not shown: a secret" if variable in SECRET_VARIABLES else repr(environ.get(variable))
+        got = "not shown: a secret" if variable in SECRET_VARIABLES else repr(shown(environ.get(variable)))
         raise ConfigError(f"{variable}: {message} (got {got})") from None
+
+
+def shown(value: str | None) -> str | None:
+    """A setting's value as an error message may quote it: a URL's credentials masked
+    (database and Redis URLs carry passwords)."""
+    if value is None or "@" not in value:
+        return value
+    return re.sub(r"^([^:/]*:?//)[^@/]*@", r"\1***@", value)
 
 
 @functools.cache

@@ -12,7 +12,9 @@ from django.core.exceptions import ImproperlyConfigured
 from archiver import conf
 from archiver.errors import ConfigError
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+# This package's folder, the same in a clone and in an installed wheel: no setting depends
+# on the repository's layout (the data dir defaults to ./data of the working directory).
+PACKAGE_DIR = Path(__file__).resolve().parent
 
 # The data dir holds sessions, password hashes, webhook secrets and archives: everything
 # this process creates (the database, Redis files, run/redis.json, archives) is private
@@ -87,7 +89,7 @@ WSGI_APPLICATION = "archiver.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "archiver" / "templates"],
+        "DIRS": [PACKAGE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -147,8 +149,13 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
+# ReplayWeb.page's files (scripts/replay-files.sh) are in crawls/static/crawls/replay/ of a
+# clone, or, for an installed wheel, whose package folder is nobody's to write, in the data
+# dir's replay/ (`bash scripts/replay-files.sh "$ARCHIVER_DATA_DIR/replay"`, docs/admin.md).
+REPLAY_DIR = DATA_DIR / "replay"
+STATICFILES_DIRS = [("crawls/replay", REPLAY_DIR)] if REPLAY_DIR.is_dir() else []
 # /static/crawls/replay/ serves its index.html: ReplayWeb.page's frame before its service
-# worker takes over (scripts/replay-files.sh).
+# worker takes over.
 WHITENOISE_INDEX_FILE = True
 LOGIN_URL = "admin:login"
 

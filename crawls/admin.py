@@ -19,7 +19,7 @@ from django.utils.http import urlencode
 
 from archiver.errors import NotAllowed
 from crawls import admin_views, schedules, wake
-from crawls.admin_forms import ScheduleForm, TagsField, next_runs
+from crawls.admin_forms import BROWSER_FIELDS, ScheduleForm, TagsField, next_runs
 from crawls.admin_login import RateLimitedLoginForm
 from crawls.admin_views import BUTTONS, may
 from crawls.cli import age, duration
@@ -448,6 +448,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         ("Crawl", {"fields": ("seeds", "scope_type", "depth", "extra_hops", "page_limit",
                               "size_limit", "time_limit", "include", "exclude", "workers",
                               "scale", "user_agent", "use_robots")}),
+        ("Browser (browsertrix-crawler only)", {"fields": BROWSER_FIELDS, "classes": ("collapse",)}),
         ("State", {"fields": ("retry_at", "last_crawl", "created_at")}),
     )
 

@@ -15,17 +15,21 @@ from typing import get_args
 from django import forms
 from django.core.management.base import CommandError
 
-from archiver.conf import parse_duration
+from archiver.conf import duration_in_seconds, parse_duration
 from archiver.errors import ConfigError
 from crawls import schedules
 from crawls.cli import whole_number
-from crawls.config import CrawlConfig, ScopeType, parse_size
+from crawls.config import BEHAVIORS, SCREENSHOTS, WAIT_UNTIL, CrawlConfig, ScopeType, parse_size
 from crawls.management.commands.add import check_tags
-from crawls.models import Org, Schedule
+from crawls.models import BrowserProfile, Org, Schedule
 
 SCOPES = get_args(ScopeType)
+BROWSER_FIELDS = ("behaviors", "page_load_timeout", "post_load_delay", "wait_until", "block_ads",
+                  "screenshot", "lang", "profile")
 CONFIG_FIELDS = ("seeds", "scope_type", "depth", "extra_hops", "page_limit", "size_limit",
-                 "time_limit", "include", "exclude", "workers", "scale", "user_agent", "use_robots")
+                 "time_limit", "include", "exclude", "workers", "scale", "user_agent", "use_robots",
+                 *BROWSER_FIELDS)
+TEXT_FIELDS = ("user_agent", "behaviors", "wait_until", "screenshot", "lang", "profile")  # "" = not set
 
 
 class ParsedField(forms.CharField):
@@ -107,7 +111,7 @@ def exact_size(value: int) -> str:
 
 def exact_duration(seconds: int) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0:
+        if seconds and seconds % size == 0:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
 
@@ -134,6 +138,23 @@ class CrawlConfigForm(forms.Form):
     user_agent = forms.CharField(required=False, label="User agent", strip=False,
                                  widget=forms.TextInput(attrs={"size": 80}))
     use_robots = forms.BooleanField(required=False, label="Obey robots.txt")
+    # Browser options: the CLI's --behaviors ... --profile, for a browsertrix-crawler image only.
+    behaviors = forms.CharField(required=False, help_text=f"Browser only. Comma-separated: {', '.join(BEHAVIORS)}; "
+                                                          "empty = the crawler's default.")
+    page_load_timeout = ParsedField(duration_in_seconds, show=exact_duration, label="Page load timeout",
+                                    help_text="Browser only. 90s, 2m or seconds; empty = the crawler's default.")
+    post_load_delay = ParsedField(duration_in_seconds, show=exact_duration, label="Post-load delay",
+                                  help_text="Browser only. Wait after a page loaded, before behaviors.")
+    wait_until = forms.CharField(required=False, label="Wait until",
+                                 help_text=f"Browser only. Comma-separated: {', '.join(WAIT_UNTIL)}.")
+    block_ads = forms.BooleanField(required=False, label="Block ads", help_text="Browser only.")
+    screenshot = forms.CharField(required=False, label="Screenshots",
+                                 help_text=f"Browser only. Comma-separated: {', '.join(SCREENSHOTS)}.")
+    lang = forms.CharField(required=False, label="Language", widget=forms.TextInput(attrs={"size": 12}),
+                           help_text="Browser only. A BCP 47 tag such as de-DE.")
+    profile = forms.CharField(required=False, label="Browser profile",
+                              help_text="Browser only. The name of one of the org's profiles "
+                                        "(archiver profile add).")
 
     config: CrawlConfig | None = None
 
@@ -146,13 +167,21 @@ class CrawlConfigForm(forms.Form):
         for name, default in (("depth", -1), ("extra_hops", 0), ("workers", 1), ("scale", 1)):
             if values[name] is None:
                 values[name] = default
-        values["user_agent"] = values["user_agent"] or None
+        for name in TEXT_FIELDS:
+            values[name] = values[name] or None
         try:
             self.config = CrawlConfig.parse(**values)
         except ConfigError as exc:
             field = field_named_in(str(exc), self.fields)
             # Next to its field, the line needs no field name: it reads as the CLI's message.
             self.add_error(field, str(exc).split(": ", 1)[1] if field else str(exc))
+            return cleaned
+        org = cleaned.get("org")
+        try:
+            if org is not None:
+                BrowserProfile.require(org, self.config.profile)
+        except ConfigError as exc:
+            self.add_error("profile", str(exc))
         return cleaned
 
 
@@ -165,9 +194,13 @@ def field_named_in(message: str, fields) -> str | None:
 def config_initial(config: dict) -> dict:
     """Form values showing a stored config (for "run again" and schedules)."""
     initial = {name: config[name] for name in CONFIG_FIELDS if name in config}
-    for name in ("page_limit", "size_limit", "time_limit", "user_agent"):
+    for name in ("page_limit", "size_limit", "time_limit", *TEXT_FIELDS, "page_load_timeout",
+                 "post_load_delay"):
         if initial.get(name) is None:
             initial.pop(name, None)
+    for name in ("behaviors", "wait_until", "screenshot"):  # lists, typed comma-separated
+        if name in initial:
+            initial[name] = ",".join(initial[name])
     return initial
 
 

@@ -1,4 +1,4 @@
-"""Start-up checks (`manage.py check`, and before every command): fail loudly, early."""
+"""Start-up checks (`archiver check`, and before every command): fail loudly, early."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def check_redis_available(app_configs, **kwargs):
 # Folders and files that hold secrets or everyone's data, relative to the data dir. The
 # database's -wal/-shm files are named after it (see private_paths); the embedded Redis's
 # password is in redis/redis.conf, next to its data.
-PRIVATE_DIRS = ("", "run", "redis", "crawls", "archives", "static")
+PRIVATE_DIRS = ("", "run", "redis", "crawls", "archives", "static", "profiles")
 SECRET_FILES = ("secret_key", "admin-password")
 LISTED_DIRS = ("run", "redis")  # everything directly inside these is checked too
 

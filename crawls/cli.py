@@ -33,7 +33,15 @@ from rich.console import Console
 from archiver import conf
 from archiver.conf import duration_in_seconds
 from archiver.errors import ArchiverError
-from crawls.config import RANGE_TEXT, SHOWN, CrawlConfig, range_message, shown, size_in_bytes
+from crawls.config import (
+    RANGE_TEXT,
+    SHOWN,
+    CrawlConfig,
+    input_context,
+    range_message,
+    shown,
+    size_in_bytes,
+)
 
 MAX_ID = 2**63 - 1  # the largest primary key the databases store
 CRAWL_ID_LENGTH = 32
@@ -52,7 +60,19 @@ OPTION_FOR_FIELD = {
     "scale": "--scale",
     "user_agent": "--user-agent",
     "scope_type": "--scope",
+    "behaviors": "--behaviors",
+    "page_load_timeout": "--page-load-timeout",
+    "post_load_delay": "--post-load-delay",
+    "wait_until": "--wait-until",
+    "block_ads": "--block-ads",
+    "screenshot": "--screenshot",
+    "lang": "--lang",
+    "profile": "--profile",
 }
+
+
+# Comma-separated on the command line; their messages quote the one item that is wrong.
+CHOICE_LISTS = ("behaviors", "wait_until", "screenshot")
 
 
 def one_line(message: str) -> str:
@@ -221,7 +241,7 @@ def find_crawl(text: str, rows=None):
 def parse_crawl_config(values: dict) -> CrawlConfig:
     """Validate like CrawlConfig.parse, but name the command-line option that is wrong."""
     try:
-        return CrawlConfig(**values)
+        return CrawlConfig.model_validate(values, context=input_context())
     except ValidationError as exc:
         raise CommandError(config_error_line(exc)) from None
 
@@ -233,7 +253,11 @@ def config_error_line(exc: ValidationError) -> str:
     if field == "seeds":
         return message
     option = OPTION_FOR_FIELD.get(field, field)
-    if "input" in error and not isinstance(error["input"], list | dict) and field not in RANGE_TEXT:
+    if error["type"] == "browser_crawler":  # about the option, whatever its value
+        return f"{option} {message}"
+    value = error.get("input")
+    echo = "input" in error and not isinstance(value, list | dict) and field not in RANGE_TEXT
+    if echo and field not in CHOICE_LISTS and not (isinstance(value, str) and shown(value) in message):
         return f"{option} {shown(error['input'])}: {message}"
     return f"{option}: {message}"
 

@@ -20,13 +20,17 @@ from urllib.parse import urlsplit
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictStr,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
+    model_serializer,
 )
+from pydantic_core import PydanticCustomError
 
 from archiver.conf import parse_duration
 from archiver.errors import ConfigError
@@ -262,6 +266,86 @@ def tags_error(exc: ValidationError) -> str:
 Regexes = Annotated[list[StrictStr], Field(max_length=MAX_REGEXES)]
 
 
+# --- browser options (browsertrix-crawler only; docs/crawlers.md) --------------------------
+
+# The values the real crawler documents for its --behaviors, --waitUntil and --screenshot.
+BEHAVIORS = ("autoscroll", "autoplay", "autofetch", "autoclick", "siteSpecific")
+WAIT_UNTIL = ("load", "domcontentloaded", "networkidle0", "networkidle2")
+SCREENSHOTS = ("view", "thumbnail", "fullPage", "fullPageFinal")
+# Field → the real crawler's flag; a crawler that fetches over HTTP only takes none of them.
+BROWSER_FLAGS = {
+    "behaviors": "--behaviors", "page_load_timeout": "--pageLoadTimeout",
+    "post_load_delay": "--postLoadDelay", "wait_until": "--waitUntil", "block_ads": "--blockAds",
+    "screenshot": "--screenshot", "lang": "--lang", "profile": "--profile",
+}
+MAX_WAIT_SECONDS = 3600
+LANG_TAG = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8}){0,4}")  # BCP 47, the common forms
+PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+def given(value) -> bool:
+    """Whether a browser option is set: not None, and not an unticked flag (0 counts)."""
+    return value is not None and value is not False
+
+
+def split_commas(value):
+    """`"autoscroll, autoplay"` as a list; a list (the API's JSON) as it is."""
+    return [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+
+
+def choices_of(what: str, choices: tuple[str, ...]):
+    def check(values: list[str] | None) -> list[str] | None:
+        if values is None:
+            return None
+        if not values:
+            raise ValueError(f"give at least one {what}, or leave it out for the crawler's default")
+        for value in values:
+            if value not in choices:
+                raise ValueError(f"{shown(value)} is not a {what} (one of {', '.join(choices)})")
+        return list(dict.fromkeys(values))
+
+    return check
+
+
+def choice_list(what: str, choices: tuple[str, ...]):
+    """An optional list of `choices`, given as a list or as one comma-separated string."""
+    return Annotated[
+        Annotated[list[StrictStr], Field(max_length=100)] | None,
+        BeforeValidator(split_commas),
+        AfterValidator(choices_of(what, choices)),
+        Field(description=f"comma-separated or a list: {', '.join(choices)}"),
+    ]
+
+
+Behaviors = choice_list("behavior", BEHAVIORS)
+WaitUntil = choice_list("page load condition", WAIT_UNTIL)
+Screenshots = choice_list("screenshot kind", SCREENSHOTS)
+
+
+def check_lang(value: str) -> str:
+    if len(value) > 35 or not LANG_TAG.fullmatch(value):
+        raise ValueError(f"{shown(value)} is not a BCP 47 language tag (such as en, de-DE or pt-BR)")
+    return value
+
+
+def check_profile_name(value: str) -> str:
+    if not PROFILE_NAME.fullmatch(value):
+        raise ValueError(
+            f"{shown(value)} is not a profile name (1 to 64 letters, digits, - and _, "
+            f"starting with a letter or digit)"
+        )
+    return value
+
+
+def input_context() -> dict:
+    """What judging new crawl input needs to know beyond the values: the crawler archiver
+    drives, when it fetches over HTTP only (browser options are then refused)."""
+    from archiver import conf  # here only: the rest of this module needs no settings
+
+    settings = conf.get()
+    return {} if settings.browser_crawler() else {"http_only_crawler": settings.crawler_name()}
+
+
 class CrawlConfig(BaseModel):
     """What to crawl and within which limits. Stored on the crawl as JSON."""
 
@@ -280,6 +364,37 @@ class CrawlConfig(BaseModel):
     scale: int = Field(default=1, ge=1, le=8)
     user_agent: StrictStr | None = None
     use_robots: bool = False
+    # Browser options (None: the crawler's default), taken by browsertrix-crawler only.
+    behaviors: Behaviors = None
+    page_load_timeout: int | None = Field(default=None, ge=1, le=MAX_WAIT_SECONDS, description="seconds")
+    post_load_delay: int | None = Field(default=None, ge=0, le=MAX_WAIT_SECONDS, description="seconds")
+    wait_until: WaitUntil = None
+    block_ads: bool = False
+    screenshot: Screenshots = None
+    lang: Annotated[StrictStr, AfterValidator(check_lang)] | None = None
+    profile: Annotated[StrictStr, AfterValidator(check_profile_name)] | None = Field(
+        default=None, description="the name of a browser profile of the crawl's org (archiver profile add)")
+
+    @model_serializer(mode="wrap")
+    def _without_unset_browser_options(self, handler) -> dict:
+        # Stored configs, payloads and the API show browser options only when a crawl has them.
+        data = handler(self)
+        return {key: value for key, value in data.items() if key not in BROWSER_FLAGS or given(value)}
+
+    @field_validator(*BROWSER_FLAGS)
+    @classmethod
+    def _needs_a_browser(cls, value, info: ValidationInfo):
+        # Only new input is judged (parse() passes the context): a stored crawl stays readable
+        # whatever crawler is configured later.
+        crawler = (info.context or {}).get("http_only_crawler")
+        if crawler and given(value):
+            raise PydanticCustomError(
+                "browser_crawler",
+                "needs a browser crawler; the configured crawler {crawler} fetches over HTTP only "
+                "(set ARCHIVER_CRAWLER_IMAGE to a browsertrix-crawler image)",
+                {"crawler": crawler},
+            )
+        return value
 
     @field_validator("seeds")
     @classmethod
@@ -298,11 +413,28 @@ class CrawlConfig(BaseModel):
 
     @classmethod
     def parse(cls, **values) -> CrawlConfig:
-        """Validate, raising ConfigError with one readable line."""
+        """Validate new input, raising ConfigError with one readable line."""
         try:
-            return cls(**values)
+            return cls.model_validate(values, context=input_context())
         except ValidationError as exc:
             raise ConfigError(first_error(exc, model=cls)) from None
+
+    def uses_browser(self) -> bool:
+        return any(given(getattr(self, name)) for name in BROWSER_FLAGS)
+
+    def browser_args(self) -> list[str]:
+        """The real crawler's flags for the browser options set, but --profile: where the
+        profile file is depends on the launcher (runner/launchers)."""
+        args = []
+        for name, flag in BROWSER_FLAGS.items():
+            value = getattr(self, name)
+            if name == "profile" or not given(value):
+                continue
+            if value is True:
+                args.append(flag)
+            else:
+                args += [flag, ",".join(value) if isinstance(value, list) else str(value)]
+        return args
 
     def crawler_config(self, page_limit: int | None) -> dict:
         """The crawler's own config file (the real option names, see crawler-protocol.md)."""

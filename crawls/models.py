@@ -16,7 +16,7 @@ from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from archiver import conf
-from archiver.errors import NotAllowed
+from archiver.errors import ConfigError, NotAllowed
 from crawls.config import MAX_SEEDS, CrawlConfig, check_regex, crawlable, human_size
 from crawls.lease import FAR_FUTURE, Leased, LeaseQuerySet, due_by_creation_index, due_index
 from crawls.validation import quota_validators, validate_tags
@@ -200,13 +200,15 @@ class CrawlQuerySet(LeaseQuerySet):
         return self.filter(status=S.PAUSED, waiting_reason__startswith=DISK_PAUSE)
 
     def holding_redis(self):
-        return self.filter(redis_db__isnull=False)
+        """Crawls holding a Redis database, through the partial unique index on redis_db
+        (unordered: the default newest-first order made SQLite scan every crawl instead)."""
+        return self.filter(redis_db__isnull=False).order_by()
 
     def final_holding_redis(self, finished_before):
         """Final crawls whose Redis database was not flushed and released (a crash between).
         Looked up through the few crawls holding a database (the partial unique index),
         never through the finished ones, which grow without bound."""
-        holders = self.filter(redis_db__isnull=False).values_list("pk", "status", "finished_at")
+        holders = self.holding_redis().values_list("pk", "status", "finished_at")
         stuck = [pk for pk, status, finished in holders
                  if status in S.FINAL and finished is not None and finished < finished_before]
         return self.filter(pk__in=stuck)
@@ -321,7 +323,9 @@ class Crawl(Leased):
 
     @classmethod
     def create(cls, org: Org, config: CrawlConfig, tags=(), schedule=None, now=None) -> Crawl:
+        """Queue a new crawl; ConfigError if it names a browser profile its org lacks."""
         now = now or timezone.now()
+        BrowserProfile.require(org, config.profile)
         with transaction.atomic():
             crawl = cls.objects.create(
                 org=org, seeds=config.seeds, config=config.model_dump(mode="json"),
@@ -670,6 +674,7 @@ class Crawl(Leased):
         The lease token moves on, so a runner that claimed it with the old configuration
         cannot start it (its guarded updates fail) and reads it again.
         """
+        BrowserProfile.require(org, config.profile)
         fields = {"org": org, "seeds": config.seeds, "config": config.model_dump(mode="json"),
                   "tags": list(tags), "scale": config.scale, "updated_at": now, "retry_at": now,
                   "lease_owner": ""}
@@ -718,6 +723,19 @@ class SnapshotStatus(models.TextChoices):
     FAILED = "failed"  # the crawler gave up on it
 
 
+PAGE_LOADED = 2  # browsertrix-crawler's loadState FULL_PAGE_LOADED (0 failed, 1 content loaded)
+
+
+def page_loaded(record: dict) -> bool:
+    """Whether a crawler's page record (from `<id>:pages`, or a WACZ's page list) is a page it
+    archived. The real crawler also reports a page whose retries ran out there, with no HTTP
+    status and a loadState below 2: that page failed (docs/crawlers.md)."""
+    status, state = record.get("status"), record.get("loadState")
+    if type(status) is not int or not 0 < status < 1000:
+        return False
+    return not (type(state) is int and state < PAGE_LOADED)
+
+
 class Snapshot(Leased):
     """One page of a crawl, as the crawler reported it."""
 
@@ -728,10 +746,13 @@ class Snapshot(Leased):
     seed = models.BooleanField(default=False)
     status = models.CharField(max_length=16, choices=SnapshotStatus.choices, default=SnapshotStatus.DONE)
     http_status = models.PositiveIntegerField(null=True, blank=True)
+    load_state = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="The crawler's loadState: below 2 the page did not load.")
     title = models.TextField(blank=True, default="")
     mime = models.CharField(max_length=200, blank=True, default="")
     captured_at = models.DateTimeField(null=True, blank=True)
-    filename = models.CharField(max_length=300, blank=True, default="", help_text="WARC file holding it.")
+    filename = models.CharField(max_length=300, blank=True, default="",
+                                help_text="The kept archive holding it (set once its WACZ is kept).")
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -758,13 +779,14 @@ class ExitReason(models.TextChoices):
     DONE = "done"  # exit 0
     OOM = "oom"  # 137 or killed by the OOM killer
     INTERRUPTED = "interrupted"  # 11/13: stopped by a signal, safe to relaunch
-    PERMANENT = "permanent"  # 4 or 17: the configuration is refused, never relaunched
+    PERMANENT = "permanent"  # 4, 17, or status `failed` on exit 0: a fatal error, never relaunched
     LIMIT = "limit"  # 14/15/16: a per-session limit, relaunch continues
     CRASH = "crash"  # anything else
     REMOVED = "removed"  # removed by archiver (cancel, scale down, orphan)
     DISK = "disk"  # 3: out of disk space; the crawl pauses for the disk, not a failure
     REDIS = "redis"  # 8: Redis was unavailable; relaunched once it answers, not a failure
     ORPHANED = "orphaned"  # its runner died; relaunched by the runner that adopted the crawl
+    NO_PAGE = "no_page"  # 9: the crawler finished and no page succeeded; never relaunched
 
 
 LIVE_PROCESS = (ProcessStatus.STARTING, ProcessStatus.RUNNING)
@@ -1257,3 +1279,42 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class BrowserProfile(models.Model):
+    """A logged-in browser's profile (a tar.gz, as browsertrix-crawler's --profile takes it),
+    stored privately under the data dir (crawls/profiles.py) and used by name by an org's
+    crawls. The row holds no secret: the file does."""
+
+    org = models.ForeignKey(Org, on_delete=models.PROTECT, related_name="browser_profiles")
+    name = models.CharField(max_length=64)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["org", "name"]
+        constraints = [models.UniqueConstraint(fields=["org", "name"], name="browser_profile_name_per_org")]
+
+    def __str__(self) -> str:
+        return f"{self.org.slug}/{self.name}"
+
+    @staticmethod
+    def require(org: Org, name: str | None) -> None:
+        """ConfigError unless `name` is None or a profile of `org` (what a new crawl needs)."""
+        if name is not None and not BrowserProfile.objects.filter(org=org, name=name).exists():
+            raise ConfigError(
+                f"no browser profile {name!r} in org {org.slug!r} "
+                f"(add it with: archiver profile add {name} FILE --org {org.slug})"
+            )
+
+    def users(self) -> list[str]:
+        """What still needs this profile: the org's active crawls and schedules naming it."""
+        crawls = Crawl.objects.filter(org=self.org, status__in=S.ACTIVE, config__profile=self.name)
+        schedules = Schedule.objects.filter(org=self.org, config__profile=self.name)
+        return ([f"crawl {crawl_id[:8]}" for crawl_id in crawls.values_list("pk", flat=True)[:5]]
+                + [f"schedule {pk}" for pk in schedules.values_list("pk", flat=True)[:5]])
+
+    def summary(self) -> dict:
+        return {"org": self.org.slug, "name": self.name, "sha256": self.sha256,
+                "size_bytes": self.size_bytes, "created_at": self.created_at.isoformat()}

@@ -18,7 +18,7 @@ from django.db import transaction
 from archiver.errors import ConfigError, NotAllowed
 from crawls.config import CrawlConfig
 from crawls.lease import Claim
-from crawls.models import Crawl, Org, Schedule
+from crawls.models import BrowserProfile, Crawl, Org, Schedule
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,7 @@ def next_slot(expression: str, after: dt.datetime) -> dt.datetime:
 def create_schedule(org: Org, cron: str, config: CrawlConfig, tags=(), now=None) -> Schedule:
     """A new enabled schedule, first due at its first slot after `now`."""
     cron = check_cron(cron)
+    BrowserProfile.require(org, config.profile)
     return Schedule.objects.create(
         org=org, cron=cron, config=config.model_dump(mode="json"), tags=list(tags),
         enabled=True, retry_at=next_slot(cron, now), created_at=now,
@@ -120,9 +121,9 @@ def queue_crawl(schedule: Schedule, now: dt.datetime) -> Crawl | None:
         return None
     try:
         config = CrawlConfig.parse(**schedule.config)
-    except ConfigError as exc:
+        crawl = Crawl.create(schedule.org, config, tags=schedule.tags, schedule=schedule, now=now)
+    except ConfigError as exc:  # e.g. browser options the configured crawler no longer takes
         log.error("schedule %s has an invalid crawl configuration, skipping it: %s", schedule.pk, exc)
         return None
-    crawl = Crawl.create(schedule.org, config, tags=schedule.tags, schedule=schedule, now=now)
     log.info("schedule %s queued crawl %s", schedule.pk, crawl.short_id)
     return crawl

@@ -11,13 +11,17 @@ import contextlib
 import datetime as dt
 import json
 import logging
+from collections.abc import Iterator
+from pathlib import Path
 
 import redis
 
 from archiver.errors import ArchiverError, EngineUnavailable, ImageMissing, LaunchError
 from crawls import crawl_logs, quotas
+from crawls.config import CrawlConfig
 from crawls.models import (
     DISK_PAUSE,
+    PAGE_LOADED,
     Crawl,
     CrawlFile,
     CrawlStatus,
@@ -27,7 +31,9 @@ from crawls.models import (
     ProcessStatus,
     Snapshot,
     SnapshotStatus,
+    page_loaded,
 )
+from crawls.profiles import profile_path
 from runner import archive, decide, uploads
 from runner.decide import (
     FAILED_ATTEMPT,
@@ -56,6 +62,7 @@ from runner.decide import (
     StopOne,
 )
 from runner.launchers import LaunchSpec, hostname
+from runner.redis_server import for_crawlers
 from runner.state import Held, Runtime
 
 log = logging.getLogger("runner.daemon")
@@ -67,6 +74,7 @@ REDIS_RELAUNCH = 2.0  # an instance that exited because Redis was away is relaun
 KEPT_LOG_LINES = 200  # of an exited instance's own log (within the crawl's log budget)
 LOG_LEVELS = ("DEBUG", "INFO", "WARN", "WARNING", "ERROR", "FATAL")
 MAX_DRAIN_BATCHES = 20  # per crawl per tick, so one busy crawl cannot starve the others
+READ_REST_BATCHES = 10_000  # when a session ends: everything it reported
 ENGINE_WAIT = "waiting: Docker engine unreachable"
 REDIS_WAIT = "waiting: Redis unreachable"
 CORRUPT_WAIT = "waiting: progress data unreadable"
@@ -133,38 +141,75 @@ def ingest_all(rt: Runtime, obs, held: Held, action: Ingest) -> None:
     held.failed_read = progress.failed
 
 
+def drain_rest(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
+    """Every page record and error line still in Redis (before a session's pages are named)."""
+    for _ in range(READ_REST_BATCHES):
+        pages, errors = rt.store.drain(crawl.redis_db, crawl.pk)
+        if not pages and not errors:
+            return
+        ingest(crawl, pages, errors, now)
+
+
 def ingest(crawl: Crawl, pages: list[dict], errors: list[dict], now: dt.datetime,
            failed: list[dict] = ()) -> None:
-    """Pages become Snapshots (one per URL: a later report replaces an earlier one, so a
-    retried page that now succeeds is done), error lines become CrawlLog lines."""
-    snapshots = {page["url"]: snapshot_from(crawl, page, now, SnapshotStatus.FAILED)
-                 for page in failed if page.get("url")}
-    snapshots.update({page["url"]: snapshot_from(crawl, page, now) for page in pages if page.get("url")})
-    if snapshots:
-        Snapshot.objects.bulk_create(
-            list(snapshots.values()), batch_size=500, update_conflicts=True,
-            unique_fields=["crawl", "url"],
-            update_fields=["status", "http_status", "title", "mime", "captured_at", "filename",
-                           "error", "depth"],
-        )
+    """Pages become Snapshots, one per URL, by the real crawler's rules (docs/crawlers.md):
+
+    - a failed page (`:f`) is failed, with its reason;
+    - a loaded page record (`:pages`, page_loaded()) is done and replaces an earlier report,
+      so a retried page that now succeeds is done;
+    - a page record that did not load is failed too, but replaces nothing: the crawler also
+      put that page on `:f`, before or after, and that record says why. Its load state is kept.
+
+    Error lines become CrawlLog lines. The filename is not the crawler's: it is set once the
+    session's WACZ is kept (name_pages)."""
+    loaded, unloaded = {}, {}
+    for page in pages:
+        if page.get("url") and page_loaded(page):
+            loaded[page["url"]] = snapshot_from(crawl, page, now)
+        elif page.get("url"):
+            unloaded[page["url"]] = snapshot_from(crawl, page, now, SnapshotStatus.FAILED)
+    failures = {page["url"]: snapshot_from(crawl, page, now, SnapshotStatus.FAILED)
+                for page in failed if page.get("url") and page["url"] not in loaded}
+    upsert(list(loaded.values()), ["status", "http_status", "load_state", "title", "mime",
+                                   "captured_at", "error", "depth"])
+    upsert(list(failures.values()), ["status", "error", "depth"])
+    new = [row for url, row in unloaded.items() if url not in loaded and url not in failures]
+    known = set(Snapshot.objects.filter(crawl=crawl, url__in=[row.url for row in new]).exclude(
+        status=SnapshotStatus.QUEUED).values_list("url", flat=True))
+    upsert([row for row in new if row.url not in known], ["status", "load_state", "error", "depth"])
+    for url, row in unloaded.items():  # failed pages are few: one update each
+        if url not in loaded and row.load_state is not None:
+            Snapshot.objects.filter(crawl=crawl, url=url, status=SnapshotStatus.FAILED).update(
+                load_state=row.load_state)
     if errors:
         # Bounded per crawl (ARCHIVER_CRAWL_LOG_MB): a chatty crawler costs at most that.
         crawl_logs.keep_lines(crawl, ({"logLevel": "error", **e} for e in errors), now)
 
 
+def upsert(snapshots: list[Snapshot], fields: list[str]) -> None:
+    """Insert these Snapshots; a URL the crawl has already gets only `fields` changed."""
+    if snapshots:
+        Snapshot.objects.bulk_create(snapshots, batch_size=500, update_conflicts=True,
+                                     unique_fields=["crawl", "url"], update_fields=fields)
+
+
 def snapshot_from(crawl: Crawl, page: dict, now: dt.datetime,
                   status: str = SnapshotStatus.DONE) -> Snapshot:
-    http_status = page.get("status")
+    http_status, load_state = page.get("status"), page.get("loadState")
     captured = None
     if page.get("ts"):
         with contextlib.suppress(ValueError, TypeError):
             captured = dt.datetime.fromisoformat(str(page["ts"]).replace("Z", "+00:00"))
+    error = str(page.get("reason") or "")[:2000]
+    if status == SnapshotStatus.FAILED and not error:
+        error = "the page did not load" + (f" (load state {load_state})" if type(load_state) is int else "")
     return Snapshot(
         crawl_id=crawl.pk, url=str(page["url"]), depth=_int(page.get("depth")),
-        seed=bool(page.get("seed")), status=status, error=str(page.get("reason") or "")[:2000],
-        http_status=http_status if isinstance(http_status, int) and 0 <= http_status < 1000 else None,
+        seed=bool(page.get("seed")), status=status, error=error,
+        http_status=http_status if type(http_status) is int and 0 <= http_status < 1000 else None,
+        load_state=load_state if type(load_state) is int and 0 <= load_state < 100 else None,
         title=str(page.get("title") or "")[:2000], mime=str(page.get("mime") or "")[:200],
-        captured_at=captured, filename=str(page.get("filename") or "")[:300], created_at=now,
+        captured_at=captured, created_at=now,
     )
 
 
@@ -247,7 +292,7 @@ def mark_started(rt: Runtime, obs, held: Held, action: MarkStarted) -> None:
 def handle_exit(rt: Runtime, obs, held: Held, action: HandleExit) -> None:
     """Record how an instance ended, keep its WACZ, remove it; raise CrawlFailed if permanent."""
     crawl, process, code, now = obs.crawl, action.process, action.code, obs.now
-    reason = decide.classify_exit(code, action.oom)
+    reason = decide.classify_exit(code, action.oom, action.status)
     ref = rt.launcher.ref_of(process)
     tail = ""
     with contextlib.suppress(LaunchError):
@@ -265,18 +310,41 @@ def handle_exit(rt: Runtime, obs, held: Held, action: HandleExit) -> None:
         with contextlib.suppress(redis.RedisError):
             rt.store.forget_instance(crawl.redis_db, crawl.pk, process.hostname)
         held.flags.discard(f"stopone-{process.instance}")
-    if code != 0:
+    if code != 0 or reason != ExitReason.DONE:
         what = "vanished" if code is None else f"exited with code {code} ({reason})"
-        rt.note(crawl, f"instance {process.hostname} {what}", "warning" if code else "info",
-                now, exit_code=code, log_tail=tail[-1000:])
-    if reason == ExitReason.PERMANENT:
-        last = tail.strip().splitlines()[-1] if tail.strip() else ""
-        kind = "refused its configuration" if code == 4 else "hit a fatal error"
-        raise CrawlFailed(f"crawler instance {process.hostname} {kind} (exit {code})"
-                          + (f": {last[:300]}" if last else ""))
+        rt.note(crawl, f"instance {process.hostname} {what}", "warning" if reason != ExitReason.DONE
+                else "info", now, exit_code=code, log_tail=tail[-1000:])
+    # Exit 9 after a stop or cancel is the outcome's to judge (canceled when nothing was done).
+    if reason == ExitReason.PERMANENT or (reason == ExitReason.NO_PAGE and not
+                                          (crawl.intent or crawl.stop_reason)):
+        words = crawler_words(crawl, tail, errors=reason == ExitReason.NO_PAGE) or last_line(tail)
+        raise CrawlFailed(f"crawler instance {process.hostname} {FAILED_HOW.get(code, FAILED_HOW[17])} "
+                          f"(exit {code})" + (f": {words[:500]}" if words else ""))
     if reason == ExitReason.DISK and not crawl.intent:
         pause_for_disk(rt, obs, held, PauseForDisk(f"disk: crawler instance {process.hostname} "
                                                    f"ran out of disk space (exit {code})"))
+
+
+FAILED_HOW = {0: "ended with status failed", 4: "refused its configuration",
+              9: "ended with no page archived", 17: "hit a fatal error"}
+
+
+def crawler_words(crawl: Crawl, tail: str = "", errors: bool = True) -> str:
+    """Why the crawler says it failed: its last fatal line (sent to `<id>:e`, or in the log of
+    an instance), else (with `errors`) the last error line it sent, else "". A fatal error
+    under --restartsOnError is reported nowhere else (exit 0, status `failed`)."""
+    crawler_lines = crawl.logs.exclude(source="runner").order_by("-pk").values_list("message", flat=True)
+    if fatal := crawler_lines.filter(level="fatal").first():
+        return fatal
+    tails = crawl.processes.exclude(log_tail="").order_by("-pk").values_list("log_tail", flat=True)
+    for text in [tail, *tails[:5]]:
+        if fatal := decide.fatal_line(text):
+            return fatal
+    return (crawler_lines.filter(level="error").first() or "") if errors else ""
+
+
+def last_line(tail: str) -> str:
+    return tail.strip().splitlines()[-1] if tail.strip() else ""
 
 
 def keep_log(crawl: Crawl, process: Process, tail: str, now: dt.datetime) -> None:
@@ -307,13 +375,19 @@ def parse_log_line(line: str) -> dict | None:
 
 def keep_session(rt: Runtime, crawl: Crawl, process: Process, now: dt.datetime) -> None:
     """Keep what an ended instance archived, and forget it in its folder (docs/architecture.md):
-    through the file boundary of runner/archive.py, its warnings in the crawl's log."""
+    through the file boundary of runner/archive.py, its warnings in the crawl's log. The pages
+    its WACZ holds are named after the kept file (with object storage: the recorded object
+    whose SHA-256 the session's WACZ has, read before that WACZ is deleted)."""
     if rt.settings.s3 is not None:
-        kept, removed = uploads.keep_uploaded(rt, crawl, process, now)
+        kept, removed = uploads.keep_uploaded(
+            rt, crawl, process, now, lambda key, entries: name_listed(rt, crawl, key, entries, now))
+        record_kept(rt, crawl, kept, now)
     else:
-        kept, removed = archive.collect_session(rt.settings.data_dir, crawl, process, now,
-                                                archive.Limits.of(rt.settings))
-    record_kept(rt, crawl, kept, now)
+        data_dir, limits = rt.settings.data_dir, archive.Limits.of(rt.settings)
+        kept, removed = archive.collect_session(data_dir, crawl, process, now, limits)
+        record_kept(rt, crawl, kept, now)
+        if kept.files:
+            name_pages(rt, crawl, kept.files[0], now)
     for warning in removed.warnings if removed else ():
         rt.note(crawl, warning, "warning", now)
     if removed is not None and crawl.redis_db is not None:
@@ -322,6 +396,44 @@ def keep_session(rt: Runtime, crawl: Crawl, process: Process, now: dt.datetime) 
         except (redis.RedisError, ArchiverError) as exc:
             log.warning("crawl %s: could not reset the size of %s (%s)", crawl.short_id,
                         process.hostname, type(exc).__name__)
+
+
+def name_pages(rt: Runtime, crawl: Crawl, kept: CrawlFile, now: dt.datetime) -> None:
+    """Snapshot.filename = the kept WACZ's name, for the pages its page lists hold. The
+    crawler's own `filename` names its upload (`<timestamp>-<id>.wacz`) or a WARC, never a
+    file archiver keeps."""
+    limits = archive.Limits.of(rt.settings)
+    name_listed(rt, crawl, kept.path, archive.kept_pages(rt.settings.data_dir, kept, limits), now)
+
+
+def name_listed(rt: Runtime, crawl: Crawl, path: str, entries: Iterator[dict],
+                now: dt.datetime) -> None:
+    """Snapshot.filename = the last part of `path` (a kept file, or an object's key) for the
+    pages `entries` (a WACZ's page lists) name. What the session reported is read first, so
+    its pages exist (only from a crawl we hold: at start-up a crawl's Redis database may be
+    another runner's)."""
+    held = rt.held.get(crawl.pk)
+    if held is not None and crawl.redis_db is not None and not held.redis_down_since:
+        with contextlib.suppress(redis.RedisError, ArchiverError):
+            drain_rest(rt, crawl, now)
+    name, urls = path.rsplit("/", 1)[-1], []
+    try:
+        for page in entries:
+            state = page.get("loadState")
+            if isinstance(page.get("url"), str) and not (type(state) is int and state < PAGE_LOADED):
+                urls.append(page["url"])
+            if len(urls) >= 500:
+                set_filename(crawl, urls, name)
+                urls = []
+    except (archive.Refused, OSError) as exc:
+        rt.note(crawl, f"cannot read the pages list of {path}: {exc}", "warning", now)
+    set_filename(crawl, urls, name)
+
+
+def set_filename(crawl: Crawl, urls: list[str], name: str) -> None:
+    if urls:
+        Snapshot.objects.filter(crawl=crawl, url__in=urls).exclude(
+            status=SnapshotStatus.FAILED).update(filename=name)
 
 
 def record_kept(rt: Runtime, crawl: Crawl, kept: archive.Kept, now: dt.datetime) -> None:
@@ -432,6 +544,22 @@ def crawler_config(rt: Runtime, crawl: Crawl, now: dt.datetime) -> dict:
     return values
 
 
+def browser_profile(rt: Runtime, crawl: Crawl, config: CrawlConfig) -> Path | None:
+    """The profile file a crawl's instances mount, after checking this runner can launch its
+    browser options at all; CrawlFailed (with the profile's name only) when it cannot."""
+    launcher = rt.launcher.name
+    if config.uses_browser() and not rt.settings.browser_crawler(launcher):
+        raise CrawlFailed(f"its browser options need a browser crawler; this runner's crawler "
+                          f"{rt.settings.crawler_name(launcher)} fetches over HTTP only")
+    if config.profile is None:
+        return None
+    path = profile_path(rt.settings.data_dir, crawl.org_id, config.profile)
+    if not path.is_file():  # removed since, or added on another runner's data dir
+        raise CrawlFailed(f"its browser profile {config.profile!r} is not in this runner's data dir "
+                          f"(add it again with: archiver profile add {config.profile} FILE)")
+    return path
+
+
 def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now: dt.datetime) -> bool:
     instance_dir = rt.settings.crawls_dir / crawl.pk / str(process.instance)
     try:
@@ -440,12 +568,16 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
             pass  # created (0700) without following a link a crawler planted
     except archive.Refused as exc:
         raise CrawlFailed(f"cannot prepare its crawler's folder: {exc}") from exc
+    config = crawl.launch_config()
+    profile = browser_profile(rt, crawl, config)  # before Redis grants anything: it may refuse
     spec = LaunchSpec(
         crawl_id=crawl.pk, instance=process.instance, process_id=process.pk,
-        instance_dir=instance_dir, workers=crawl.launch_config().workers,
-        redis=rt.store.grant(crawl.redis_db, crawl.pk), db=crawl.redis_db, runner_id=rt.id,
+        instance_dir=instance_dir, workers=config.workers,
+        redis=for_crawlers(rt.store.grant(crawl.redis_db, crawl.pk), rt.settings.redis_public_url),
+        db=crawl.redis_db, runner_id=rt.id,
         disk_utilization=int(rt.settings.disk_threshold_percent),
-        config=crawler_config(rt, crawl, now),
+        config=crawler_config(rt, crawl, now), browser_args=tuple(config.browser_args()),
+        profile=profile,
         storage_env=uploads.crawler_env(rt.settings.s3, crawl.pk, process.hostname, process.pk)
         if rt.settings.s3 else {},
         report_key=uploads.reports_key(crawl.pk),
@@ -511,8 +643,10 @@ def stalled(rt: Runtime, obs, held: Held, action: Stalled) -> None:
 
 
 def restart_instances(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
-    """Stop every running instance (SIGTERM, so it packages what it has) and keep its WACZ;
-    the next launch round starts them again. Not a failure: no backoff, no attempt used."""
+    """Stop every running instance and keep what it packaged; the next launch round starts
+    them again. Not a failure: no backoff, no attempt used. On SIGTERM the real crawler
+    exits 11 with status `interrupted` and writes NO WACZ: its WARCs stay in its folder and
+    the next session's WACZ holds them (archiver's own crawler packages before it exits)."""
     for process in crawl.processes.filter(status=ProcessStatus.RUNNING):
         rt.launcher.remove(rt.launcher.ref_of(process))
         keep_session(rt, crawl, process, now)

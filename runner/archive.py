@@ -56,6 +56,7 @@ import datetime as dt
 import errno
 import hashlib
 import io
+import json
 import logging
 import os
 import re
@@ -63,7 +64,8 @@ import secrets
 import stat
 import struct
 import zipfile
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,6 +102,8 @@ class Limits:
     zip_entries: int = 10_000  # a WACZ's members (a session's WACZ has a few per WARC)
     zip_directory_bytes: int = 4 << 20  # a WACZ's central directory, parsed in memory
     folder_entries: int = 100_000  # entries of one folder looked at
+    pages_bytes: int = 256 << 20  # of a kept WACZ's page lists, uncompressed, read to name its pages
+    page_line_bytes: int = 1 << 20  # one line of a page list (a page's extracted text can be long)
 
     @classmethod
     def of(cls, settings: Settings) -> Limits:
@@ -532,20 +536,29 @@ def forget_members(collection: int, wanted: dict, removed: Removed, limits: Limi
     removed.left_bytes = archive_bytes(collection, limits)
 
 
+# Given a WACZ's SHA-256 and the entries of its page lists; it must read them at once (the
+# file is open only during the call) and handle Refused and OSError while reading them.
+PagesSeen = Callable[[str, Iterator[dict]], None]
+
+
 def forget_uploaded(data_dir: Path, crawl_id: str, instance: int, digests: set[str],
-                    limits: Limits = Limits()) -> Removed | None:
+                    limits: Limits = Limits(), pages: PagesSeen | None = None) -> Removed | None:
     """With object storage: the session WACZ a crawler uploaded stays in its collection. When
-    its SHA-256 is one of `digests` (the crawl's recorded files), what it holds is deleted
-    from the collection as forget_archived() does, and then the WACZ itself. None when there
-    is no such WACZ, or it was not recorded (then nothing is deleted: its WARCs are packed
-    again by the next session, or kept at the crawl's end)."""
+    its SHA-256 is one of `digests` (the crawl's recorded files), `pages` is given that
+    SHA-256 and the entries of its page lists (the only time they can be read: the bucket's
+    copy is not read back), what it holds is deleted from the collection as
+    forget_archived() does, and then the WACZ itself. None when there is no such WACZ, or it
+    was not recorded (then nothing is deleted: its WARCs are packed again by the next
+    session, or kept at the crawl's end)."""
     name = f"{crawl_id}.wacz"
     warnings: list[str] = []
     try:
         with folder(data_dir, *collection_parts(crawl_id, instance)) as collection:
             with regular_file(collection, name, limits.file_bytes) as (fd, st):
-                if sha256_fd(fd, st.st_size) not in digests:
+                if (digest := sha256_fd(fd, st.st_size)) not in digests:
                     return None
+                if pages is not None:
+                    pages(digest, page_entries(fd, st.st_size, limits))
                 wanted, refused = session_files(zip_members(fd, st.st_size, limits))
             removed = Removed(warnings=warnings)
             if refused:
@@ -727,6 +740,50 @@ def kept_parts(row: CrawlFile) -> tuple[str, str, str]:
     return parts
 
 
+PAGE_LISTS = ("pages/pages.jsonl", "pages/extraPages.jsonl")
+
+
+def kept_pages(data_dir: Path, kept: CrawlFile, limits: Limits = Limits()) -> Iterator[dict]:
+    """The entries (JSON objects) of a kept WACZ's page lists, read through the guard.
+    Refused or OSError when the file cannot be read (see page_entries)."""
+    parts = kept_parts(kept)
+    with folder(data_dir, *parts[:-1]) as archives, \
+            regular_file(archives, parts[-1], limits.file_bytes) as (fd, st):
+        yield from page_entries(fd, st.st_size, limits)
+
+
+def page_entries(fd: int, size: int, limits: Limits) -> Iterator[dict]:
+    """The entries of the page lists of the WACZ open at `fd` (of `size` bytes).
+
+    The WACZ is ours, its content the crawler's: the zip directory is measured before it is
+    parsed, at most `limits.pages_bytes` are decompressed and a line longer than
+    `limits.page_line_bytes` ends the reading (Refused). Lines that are not JSON objects are
+    skipped. The file's offset moves: callers read it by offset or not at all afterwards.
+    """
+    budget = limits.pages_bytes
+    names = {name for name, _size in zip_members(fd, size, limits)}
+    try:
+        with io.BufferedReader(io.FileIO(fd, closefd=False)) as raw, zipfile.ZipFile(raw) as wacz:
+            for member in (name for name in PAGE_LISTS if name in names):
+                with wacz.open(member) as lines:
+                    while budget > 0 and (line := lines.readline(limits.page_line_bytes + 1)):
+                        budget -= len(line)
+                        if len(line) > limits.page_line_bytes:
+                            raise Refused(f"{member} has a line over {limits.page_line_bytes} bytes")
+                        if (entry := json_object(line)) is not None:
+                            yield entry
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, zlib.error,
+            struct.error, NotImplementedError) as exc:
+        raise Refused(f"not a readable zip ({exc})") from exc
+
+
+def json_object(line: bytes) -> dict | None:
+    with contextlib.suppress(ValueError):
+        value = json.loads(line)
+        return value if isinstance(value, dict) else None
+    return None
+
+
 def delete_object(crawl: Crawl, row: CrawlFile, objects, removed: Removed) -> None:
     """An object in the bucket, then its row; the row stays when the store refuses (so a
     later delete or retention pass can try again)."""
@@ -782,6 +839,6 @@ def delete_files(data_dir: Path, crawl: Crawl, objects=None) -> Removed:
 __all__ = [
     "Kept", "Limits", "Refused", "Removed", "adopt_unrecorded", "archived_crawl_ids",
     "collect_session", "collect_wacz", "delete_files", "folder", "forget_archived",
-    "forget_uploaded", "keep_leftovers",
+    "forget_uploaded", "keep_leftovers", "kept_pages",
     "read_tail", "regular_file", "sha256_fd", "write_config", "write_private",
 ]

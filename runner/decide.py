@@ -9,6 +9,7 @@ clock.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 
 from crawls.models import (
@@ -36,26 +37,48 @@ CRAWLER_STATE = {
 # Exits that count against ARCHIVER_MAX_LAUNCH_ATTEMPTS. Redis or the disk going away, a
 # runner dying or archiver removing an instance are not failures of the crawler.
 FAILED_ATTEMPT = (ExitReason.CRASH, ExitReason.OOM)
+ALL_FAILED = "every crawler instance failed"  # finish() adds the crawler's own words
 FLAG_FOR_INTENT = {Intent.CANCEL: "canceled", Intent.STOP: "stopping", Intent.PAUSE: "paused"}
 
 
 # --- exits, backoff, outcome ------------------------------------------------------------
 
 
-def classify_exit(code: int | None, oom: bool = False) -> str:
-    """What an instance's exit code means (crawler-protocol.md, "Exit codes").
+def classify_exit(code: int | None, oom: bool = False, status: str | None = None) -> str:
+    """What an instance's exit code means (crawler-protocol.md, "Exit codes"), with the status
+    it left in `<id>:status` (docs/crawlers.md).
 
-    137 without the engine's OOM flag is a kill, not an out-of-memory: a crash.
+    137 without the engine's OOM flag is a kill, not an out-of-memory: a crash. Under
+    --restartsOnError the real crawler ends a fatal error with exit 0 and status `failed`:
+    permanent, as 17 is. 9 is "the crawl ended and no page succeeded".
     """
     if code is None:
         return ExitReason.CRASH
     if oom:
         return ExitReason.OOM
+    if code == 0 and status == "failed":
+        return ExitReason.PERMANENT
     return {
         0: ExitReason.DONE, 3: ExitReason.DISK, 8: ExitReason.REDIS, 11: ExitReason.INTERRUPTED,
         13: ExitReason.INTERRUPTED, 4: ExitReason.PERMANENT, 17: ExitReason.PERMANENT,
-        14: ExitReason.LIMIT, 15: ExitReason.LIMIT, 16: ExitReason.DISK,
+        9: ExitReason.NO_PAGE, 14: ExitReason.LIMIT, 15: ExitReason.LIMIT, 16: ExitReason.DISK,
     }.get(code, ExitReason.CRASH)
+
+
+def fatal_line(log_tail: str) -> str:
+    """The message of the last fatal line of a crawler's log (browsertrix-crawler's JSON lines:
+    `{"logLevel": "fatal", "message": ...}`), or ""."""
+    for line in reversed(log_tail.splitlines()):
+        line = line.strip()
+        if not line.startswith("{") or '"fatal"' not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and str(entry.get("logLevel", "")).lower() == "fatal":
+            return str(entry.get("message", ""))[:1000]
+    return ""
 
 
 def relaunch_delay(failures: int) -> float:
@@ -98,11 +121,18 @@ def decide_outcome(statuses: list[str | None], *, intent: str, stop_reason: str,
         return Outcome(STOPPED_STATE.get(stop_reason, S.COMPLETE), stop_reason)
     if (intent == Intent.STOP or stop_reason) and pages_done == 0:
         return Outcome(S.CANCELED, stop_reason or StopReason.USER)
-    return Outcome(S.FAILED, stop_reason, "every crawler instance failed")
+    return Outcome(S.FAILED, stop_reason, ALL_FAILED)
 
 
 def crawl_state_for(statuses: list[str]) -> str | None:
-    """The crawl state its live instances' crawler statuses add up to (the least advanced)."""
+    """The crawl state its instances' crawler statuses add up to (the least advanced).
+
+    The real crawler sets `pending-wait` while an instance shuts down, on every stop, pause
+    and finish: with one instance that is not "waiting for the others", and the crawl keeps
+    its state.
+    """
+    if len(statuses) == 1 and statuses[0] == "pending-wait":
+        return None
     states = [CRAWLER_STATE[s] for s in statuses if s in CRAWLER_STATE]
     for state in (S.RUNNING, S.GENERATE_WACZ, S.PENDING_WAIT):
         if state in states:
@@ -197,6 +227,7 @@ class HandleExit:
     process: Process = field(hash=False)
     code: int | None
     oom: bool = False
+    status: str | None = None  # the instance's crawler status as it exited
 
 
 @dataclass(frozen=True)
@@ -307,6 +338,7 @@ def command_actions(obs, held) -> list:
 def instance_actions(obs, held, policy: Policy) -> list:
     """Exits to record, rows now running, the engine's state, time to count."""
     actions: list = []
+    statuses = obs.instance_statuses
     for process in obs.processes:
         if process.started_at is None:
             continue
@@ -318,7 +350,7 @@ def instance_actions(obs, held, policy: Policy) -> list:
                 actions.append(MarkStarted(process))
             continue
         actions.append(HandleExit(process, instance.exit_code if instance else None,
-                                  bool(instance and instance.oom)))
+                                  bool(instance and instance.oom), statuses.get(process.instance)))
     exited = any(isinstance(a, HandleExit) for a in actions)
     if exited or held.counted_at is None or \
             (obs.now - held.counted_at).total_seconds() >= policy.count_every:

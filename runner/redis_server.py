@@ -1,6 +1,7 @@
 """The Redis server crawls report to: an embedded `redis-server` the runner owns, or ARCHIVER_REDIS_URL.
 
-The embedded server listens on 127.0.0.1 on a port chosen once and kept in
+The embedded server listens on 127.0.0.1 (ARCHIVER_REDIS_BIND: other addresses, for
+crawlers on other hosts) on a port chosen once and kept in
 <data_dir>/run/redis.json (mode 0600, with its pid and password), persists with an
 append-only file in <data_dir>/redis/ and runs in its own session: running crawlers need
 it, so it must survive a daemon crash. A restarted daemon reuses it when it answers, or
@@ -24,7 +25,7 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
@@ -85,16 +86,21 @@ def mask(text: str, endpoint: RedisEndpoint) -> str:
     return text.replace(quote(endpoint.password, safe=""), "***").replace(endpoint.password, "***")
 
 
-def external(url: str) -> RedisEndpoint:
-    """The server ARCHIVER_REDIS_URL names, with its number of databases (16 if it won't say)."""
+def parse_url(url: str) -> RedisEndpoint:
+    """The endpoint ARCHIVER_REDIS_URL names (no request made)."""
     parts = urlsplit(url)
     if parts.scheme == "unix":
         raise ConfigError("ARCHIVER_REDIS_URL: crawlers need a TCP address, not a unix socket")
-    endpoint = RedisEndpoint(
+    return RedisEndpoint(
         host=parts.hostname or "127.0.0.1", port=parts.port or 6379,
         password=unquote(parts.password or ""), username=unquote(parts.username or ""),
         scheme=parts.scheme,
     )
+
+
+def external(url: str) -> RedisEndpoint:
+    """The server ARCHIVER_REDIS_URL names, with its number of databases (16 if it won't say)."""
+    endpoint = parse_url(url)
     databases = 16
     try:
         answer = endpoint.client().config_get("databases")
@@ -105,6 +111,17 @@ def external(url: str) -> RedisEndpoint:
         log.warning("Redis at %s:%s does not answer yet (%s); assuming 16 databases",
                     endpoint.host, endpoint.port, type(exc).__name__)
     return RedisEndpoint(**{**endpoint.__dict__, "databases": databases})
+
+
+def for_crawlers(endpoint: RedisEndpoint, public_url: str | None) -> RedisEndpoint:
+    """The endpoint a crawler is given: the runner's, at ARCHIVER_REDIS_PUBLIC_URL's scheme,
+    host and port when set (crawlers on other hosts reach the server by another address),
+    with the crawl's own credentials either way."""
+    if not public_url:
+        return endpoint
+    parts = urlsplit(public_url)
+    return replace(endpoint, scheme=parts.scheme, host=parts.hostname,
+                   port=parts.port or endpoint.port)
 
 
 def free_port() -> int:
@@ -119,6 +136,9 @@ class EmbeddedRedis:
     DATABASES = 256
 
     def __init__(self, settings: Settings):
+        self.bind = settings.redis_bind
+        # The runner's own connections: the first address bound, or loopback for a wildcard.
+        self.host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.bind[0], self.bind[0])
         self.state_file = settings.run_dir / "redis.json"
         self.dir = settings.data_dir / "redis"
         self.process: subprocess.Popen | None = None
@@ -154,6 +174,11 @@ class EmbeddedRedis:
                 self.process.poll()
             time.sleep(0.05)
 
+    def recorded(self) -> RedisEndpoint | None:
+        """The endpoint of the server last started, as redis.json records it (it may be down)."""
+        state = self._read_state()
+        return self._endpoint(state) if state else None
+
     def stop(self) -> None:
         """Stop the recorded server (only if it is really our redis-server); SIGTERM makes
         Redis flush its append-only file and exit cleanly."""
@@ -180,7 +205,7 @@ class EmbeddedRedis:
         config = self.dir / "redis.conf"
         # The password goes into a 0600 file, not the command line other users can read.
         _write_private(config, "\n".join([
-            "bind 127.0.0.1", f"port {port}", f"dir {self.dir}", "appendonly yes",
+            f"bind {' '.join(self.bind)}", f"port {port}", f"dir {self.dir}", "appendonly yes",
             "appendfsync everysec", f"databases {self.DATABASES}", 'save ""',
             f"requirepass {password}", "logfile redis.log", "protected-mode yes", "",
         ]))
@@ -210,19 +235,19 @@ class EmbeddedRedis:
             return None
 
     def _endpoint(self, state: dict) -> RedisEndpoint:
-        return RedisEndpoint(host="127.0.0.1", port=state["port"], password=state["password"],
+        return RedisEndpoint(host=self.host, port=state["port"], password=state["password"],
                              databases=self.DATABASES)
 
     @staticmethod
     def _answers(endpoint: RedisEndpoint) -> bool:
         return answers(endpoint, timeout=0.5)
 
-    @staticmethod
-    def _port_is_free(port: int) -> bool:
-        with socket.socket() as sock:
+    def _port_is_free(self, port: int) -> bool:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        with socket.socket(family) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as redis-server binds
             try:
-                sock.bind(("127.0.0.1", port))
+                sock.bind((self.host, port))
             except OSError:
                 return False
         return True

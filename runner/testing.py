@@ -1,7 +1,7 @@
 """In-memory stand-ins for unit tests, kept out of the production modules.
 
-The integration tests use the real launchers; these only speed up tests of the daemon's
-decisions.
+The integration tests use the real launchers and a real Redis; these only speed up tests
+of the daemon's decisions.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from pathlib import Path
 
 from archiver.errors import EngineUnavailable, LaunchError
 from runner.launchers.base import Instance, Launched, Launcher, LaunchSpec
+from runner.progress import ProgressStore
+from runner.redis_server import RedisEndpoint
 
 
 @dataclass
@@ -84,3 +86,32 @@ class FakeLauncher(Launcher):
     def exit(self, ref: str, code: int, log: str = "", oom: bool = False) -> None:
         fake = self.instances[ref]
         fake.running, fake.exit_code, fake.log, fake.oom = False, code, log, oom
+
+
+class MemoryStore(ProgressStore):
+    """The progress store over an in-memory Redis (fakeredis): the same commands, pipelines
+    and WRONGTYPE errors as a server, so the store's own parsing and give-back code runs,
+    with no process to start. `down = True` makes every command raise ConnectionError,
+    as an unreachable server does. The endpoint has no password, so grant() hands out the
+    shared identity (the ACL rules are tested against a real server in test_redis_acl)."""
+
+    def __init__(self, databases: int = 16):
+        import fakeredis  # a test dependency only
+
+        super().__init__(RedisEndpoint(host="memory", port=0, databases=databases))
+        self._server = fakeredis.FakeServer()
+        self._fakeredis = fakeredis
+
+    @property
+    def down(self) -> bool:
+        return not self._server.connected
+
+    @down.setter
+    def down(self, value: bool) -> None:
+        self._server.connected = not value
+
+    def client(self, db: int):
+        if db not in self._clients:
+            self._clients[db] = self._fakeredis.FakeRedis(server=self._server, db=db,
+                                                          decode_responses=True)
+        return self._clients[db]

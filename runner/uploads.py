@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import redis
@@ -160,16 +161,22 @@ def record_batch(crawl: Crawl, reports: list, target: S3Target, objects, now: dt
 
 
 def keep_uploaded(rt, crawl: Crawl, process: Process, now: dt.datetime,
+                  pages: Callable[[str, Iterator[dict]], None] | None = None,
                   ) -> tuple[archive.Kept, archive.Removed | None]:
     """What an exited instance uploaded, recorded; then, when the session's WACZ left in its
-    collection is one of the crawl's recorded files (same SHA-256), what that WACZ holds is
-    forgotten in the instance's folder and the WACZ deleted, as collect_session() does with
-    a local archive. A WACZ that was not uploaded stays, and so do its WARCs: the next
-    session packs them again, or the crawl's end keeps them (keep_leftovers)."""
+    collection is one of the crawl's recorded files (same SHA-256), `pages` is given that
+    file's key and the WACZ's page entries, what that WACZ holds is forgotten in the
+    instance's folder and the WACZ deleted, as collect_session() does with a local archive.
+    A WACZ that was not uploaded stays, and so do its WARCs: the next session packs them
+    again, or the crawl's end keeps them (keep_leftovers)."""
     kept = record_reports(rt, crawl, now)
-    digests = set(crawl.files.values_list("sha256", flat=True))
-    removed = archive.forget_uploaded(rt.settings.data_dir, crawl.pk, process.instance, digests,
-                                      archive.Limits.of(rt.settings))
+    keys = dict(crawl.files.values_list("sha256", "path"))
+
+    def seen(digest: str, entries: Iterator[dict]) -> None:
+        pages(keys[digest], entries)
+
+    removed = archive.forget_uploaded(rt.settings.data_dir, crawl.pk, process.instance, set(keys),
+                                      archive.Limits.of(rt.settings), seen if pages else None)
     return kept, removed
 
 

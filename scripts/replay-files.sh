@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Fetches ReplayWeb.page's two static files (ui.js, sw.js) into crawls/static/crawls/replay/
-# for the admin's Replay page. They are not in the repository: they come from the npm
-# registry (`npm pack`), and the tarball must match the sha512 integrity the registry
-# publishes for that version (`npm view`), or nothing is installed.
+# (or the folder given) for the admin's Replay page. They are not in the repository, nor in
+# archiver's wheel: they come from the npm registry (`npm pack`), and the tarball must match
+# the sha512 integrity the registry publishes for that version (`npm view`), or nothing is
+# installed.
 #
 #   bash scripts/replay-files.sh            # does nothing if this version is already there
 #   REPLAYWEBPAGE_VERSION=2.5.3 bash scripts/replay-files.sh
+#   bash scripts/replay-files.sh "$ARCHIVER_DATA_DIR/replay"   # for an installed wheel
+#                                           # (archiver/settings.py serves it from there)
 set -euo pipefail
+# The folder given may be the first thing created in a data dir, which must stay private.
+umask 077
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VERSION=${REPLAYWEBPAGE_VERSION:-2.5.3}
-DEST=$REPO/crawls/static/crawls/replay
+DEST=${1:-$REPO/crawls/static/crawls/replay}
 
 say() { printf 'replay-files: %s\n' "$*" >&2; }
 
@@ -47,3 +52,4 @@ install -m 0644 "$work/package/ui.js" "$work/package/sw.js" "$DEST/"
 printf '<!doctype html><title>ReplayWeb.page</title>\n' >"$DEST/index.html"
 echo "$VERSION" >"$DEST/.version"
 say "ReplayWeb.page $VERSION installed in ${DEST#"$REPO"/} (integrity $expected)"
+[[ $# -eq 0 ]] || say "run \`archiver collectstatic --noinput\` (with the same ARCHIVER_DATA_DIR) to serve them"

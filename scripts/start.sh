@@ -11,11 +11,15 @@ ROOT=$PWD
 export ARCHIVER_DATA_DIR="${ARCHIVER_DATA_DIR:-$ROOT/data}"
 PORT="${ARCHIVER_PORT:-8000}"
 PY="$ROOT/.venv/bin/python"
+ARCHIVER="$ROOT/.venv/bin/archiver"
+# shellcheck source=lib/python.sh
+source "$ROOT/scripts/lib/python.sh"
 
 say() { printf '[start] %s\n' "$*" >&2; }
+as_root_with_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
 
 if ! command -v redis-server >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    if as_root_with_apt; then
         say "installing redis-server (the embedded Redis archiver starts for live progress)"
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
     else
@@ -26,20 +30,28 @@ fi
 
 stamp="$ROOT/.venv/.installed"
 if [ ! -x "$PY" ]; then
-    say "creating the virtualenv in .venv"
-    python3.11 -m venv "$ROOT/.venv"
+    python=$(find_python) || exit 1
+    if venv_package=$(venv_package_missing "$python"); then
+        as_root_with_apt || { say "$python cannot create a virtualenv: apt-get install $venv_package"; exit 1; }
+        say "installing $venv_package (to create the virtualenv)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$venv_package" >/dev/null
+    fi
+    say "creating the virtualenv in .venv with $python ($(python_version_of "$python"))"
+    "$python" -m venv "$ROOT/.venv"
 fi
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ crawler/pyproject.toml -nt "$stamp" ]; then
     say "installing archiver and its crawler"
     "$PY" -m pip install -q --upgrade pip
-    "$PY" -m pip install -q -e './crawler[s3]' -e .
+    # Older checkouts installed the crawler as a distribution of its own; archiver's carries it.
+    "$PY" -m pip uninstall -q -y archiver-crawler 2>/dev/null || true
+    "$PY" -m pip install -q -e .
     touch "$stamp"
 fi
 
-"$PY" manage.py migrate --noinput -v0
+"$ARCHIVER" migrate --noinput -v0
 bash "$ROOT/scripts/replay-files.sh"  # ReplayWeb.page for the admin's Replay page (npm, checked)
-"$PY" manage.py collectstatic --noinput -v0
-"$PY" manage.py ensureadmin
+"$ARCHIVER" collectstatic --noinput -v0
+"$ARCHIVER" ensureadmin
 
 mkdir -p "$ARCHIVER_DATA_DIR/run"
 "$ROOT/.venv/bin/gunicorn" archiver.wsgi:application \
@@ -50,6 +62,7 @@ mkdir -p "$ARCHIVER_DATA_DIR/run"
 GUNICORN=$!
 trap 'kill "$GUNICORN" 2>/dev/null; wait "$GUNICORN" 2>/dev/null || true' EXIT
 say "admin: http://127.0.0.1:$PORT/admin/ (gunicorn pid $GUNICORN)"
-say "add a crawl from another shell: $PY manage.py add https://example.org/"
+say "from another shell, put the archiver command on PATH: source $ROOT/.venv/bin/activate"
+say "(or call it as $ARCHIVER), then add a crawl: archiver add http://127.0.0.1:8001/"
 
-"$PY" manage.py run --daemon
+"$ARCHIVER" run --daemon

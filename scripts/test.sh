@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # archiver's test command: bash scripts/test.sh [pytest args]
 #
-# Does all set-up on a fresh Debian bookworm machine (as root, with python3.11): system
+# Does all set-up on a fresh Debian or Ubuntu machine (as root, with Python 3.11 or newer): system
 # packages, the .venv, a private Docker engine, the crawler image; then runs pytest with
 # Docker required (docker tests fail instead of skipping) and stops the engine again if
 # this run started it. Exits with pytest's exit code.
 #
-# Environment: ARCHIVER_TEST_POSTGRES_URL (default: the local server's `test` database when
-# it answers, or always when CI=true), ARCHIVER_BASE_IMAGE / ARCHIVER_CRAWLER_IMAGE (see
+# Environment: ARCHIVER_PYTHON (the interpreter .venv is created with; default: the first
+# of python3.13, python3.12, python3.11, python3 that is 3.11 or newer, see lib/python.sh),
+# ARCHIVER_TEST_POSTGRES_URL (default: the local server's `test` database when it answers,
+# or always when CI=true), ARCHIVER_BASE_IMAGE / ARCHIVER_CRAWLER_IMAGE (see
 # build-crawler-image.sh), ARCHIVER_DOCKER_ROOT (see docker-engine.sh).
 set -euo pipefail
 # dockerd and debootstrap live in sbin, which a non-login root shell may lack.
@@ -16,8 +18,9 @@ export PATH=$PATH:/usr/sbin:/sbin
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 VENV=$REPO/.venv
-PYTHON=${ARCHIVER_PYTHON:-python3.11}
 ENGINE=$REPO/scripts/docker-engine.sh
+# shellcheck source=lib/python.sh
+source "$REPO/scripts/lib/python.sh"
 
 say() { printf 'test.sh: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -58,8 +61,20 @@ install_system_packages() {
 
 # Reinstalls only when the dependency declarations (or the interpreter) changed.
 install_venv() {
-    command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON is not on PATH"
-    [[ -x $VENV/bin/python ]] || "$PYTHON" -m venv "$VENV"
+    if [[ ! -x $VENV/bin/python ]]; then
+        local python venv_package
+        python=$(find_python) || die "no suitable Python (see above)"
+        if venv_package=$(venv_package_missing "$python"); then
+            [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1 ||
+                die "$python cannot create a virtualenv: apt-get install $venv_package"
+            say "apt-get install $venv_package"
+            export DEBIAN_FRONTEND=noninteractive
+            apt-get update -qq
+            apt-get install -y -qq "$venv_package" >/dev/null
+        fi
+        say "creating .venv with $python ($(python_version_of "$python"))"
+        "$python" -m venv "$VENV"
+    fi
     local stamp_file=$VENV/.archiver-install-stamp stamp
     stamp=$({
         echo "$REPO"
@@ -70,8 +85,9 @@ install_venv() {
         say "virtualenv is up to date"
         return
     fi
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -e './crawler[test,s3]' -e '.[test]'
+    # Older checkouts installed the crawler as a distribution of its own; archiver's carries it.
+    "$VENV/bin/python" -m pip uninstall --quiet --yes archiver-crawler 2>/dev/null || true
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
     echo "$stamp" >"$stamp_file"
 }
 

@@ -505,12 +505,32 @@ def test_resuming_a_finished_crawl_at_a_shell_is_refused(data_dir):
     assert db_rows(data_dir) == before
 
 
+ARCHIVER_SCRIPT = [sys.executable, "-c",
+                   "import sys; from archiver.cli import main; sys.argv[0] = 'archiver'; main()"]
+
+
 def test_the_archiver_console_script_runs_the_same_commands(data_dir):
-    script = [sys.executable, "-c",
-              "import sys; from archiver.cli import main; sys.argv[0] = 'archiver'; main()"]
-    result = manage(data_dir, "status", "--json", program=script)
+    result = manage(data_dir, "status", "--json", program=ARCHIVER_SCRIPT)
     assert result.returncode == 0, result.stderr
     assert isinstance(json.loads(result.stdout), list)
+    refused = manage(data_dir, "add", "https://e.com/", "--size-limit", "1parsec", program=ARCHIVER_SCRIPT)
+    assert (refused.returncode, refused.stderr[:20]) == (2, "archiver add: error:")
+
+
+def test_archiver_version_names_archiver_its_crawler_django_and_python(tmp_path):
+    import archiver_crawler
+    import django
+
+    import archiver
+
+    result = manage(tmp_path / "nowhere", "--version", program=ARCHIVER_SCRIPT)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:3] == [f"archiver {archiver.__version__}",
+                         f"archiver-crawler {archiver_crawler.__version__}",
+                         f"Django {django.get_version()}"]
+    assert lines[3].startswith(f"Python {sys.version.split()[0]} (")
+    assert not (tmp_path / "nowhere").exists()
 
 
 @pytest.mark.django_db

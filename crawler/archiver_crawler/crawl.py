@@ -331,6 +331,12 @@ class Crawler:
                     self._pending_wait = False
                     await self.state.set_status("running")
                 outcome = await self.process_safely(entry)
+        except asyncio.CancelledError:
+            # Cancelled because another worker lost Redis: this worker's archived page may
+            # be waiting for a commit that can no longer happen.
+            if isinstance(self.fatal, RedisError) and outcome is not None:
+                self._save_unrecorded(outcome)
+            raise
         except Exception as exc:  # noqa: BLE001 - reported as the instance's fatal error
             if isinstance(exc, RedisError) and outcome is not None:
                 self._save_unrecorded(outcome)
@@ -427,7 +433,6 @@ class Crawler:
             fetched = await self.fetcher.fetch(entry.url)
         except FetchError as exc:
             return self.failed(entry, str(exc))
-        self.write(fetched)
         title, load_state = "", 2
         links: list[QueueEntry] = []
         requisites: list[str] = []
@@ -439,6 +444,10 @@ class Crawler:
             links = await self.in_scope(entry, seed, extracted.links)
             requisites = extracted.requisites
             title, load_state = extracted.title, 3
+        # Written only after the last await: from here to the worker holding the outcome
+        # nothing can be cancelled, so an archived page always reaches a commit or the
+        # journal of unrecorded outcomes, and is never fetched (and archived) twice.
+        self.write(fetched)
         page = {
             "id": uuid.uuid4().hex, "url": entry.url, "title": title,
             "ts": warc_date(fetched.exchange.date), "mime": fetched.mime,

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from archiver_crawler import __version__
-from archiver_crawler.warc import sidecar_index_path
+from archiver_crawler.warc import sidecar_index_path, url_key
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,16 @@ def _index_snapshot(warc: Path, size: int, tmp: Path) -> list[str]:
     except (ArchiveLoadFailed, OSError, EOFError, zlib.error) as exc:
         logger.warning("index of %s stops at a damaged record: %s", warc.name, exc)
     snapshot.unlink()
-    return output.read_text(encoding="utf-8").splitlines() if output.exists() else []
+    lines = output.read_text(encoding="utf-8").splitlines() if output.exists() else []
+    return [_rekeyed(line) for line in lines]
+
+
+def _rekeyed(line: str) -> str:
+    """A cdxj-indexer line keyed as our own lines are (cdxj-indexer keys by the surt package,
+    whose rule ReplayWeb.page does not follow; see url_key)."""
+    key, stamp, fields = line.split(" ", 2)
+    url = json.loads(fields).get("url")
+    return f"{url_key(url) if url else key} {stamp} {fields}"
 
 
 class _Limited:
@@ -101,18 +110,29 @@ class _Limited:
         return data
 
 
-def _pack(zf: zipfile.ZipFile, source, arcname: str, compression: int) -> dict:
-    """Copy `source` (a file object) into the zip, hashing exactly the bytes stored."""
+def _pack(zf: zipfile.ZipFile, source, size: int, arcname: str, compression: int) -> dict:
+    """Copy `size` bytes of `source` (a file object) into the zip, hashing exactly the bytes
+    stored.
+
+    A ZIP64 field goes in the entry's local header only when the central directory has one
+    too (over 2 GiB): ReplayWeb.page (wabac.js ziprangereader) takes an entry whose central
+    directory record has no extra field to start at 30 + name length past its local header,
+    so a local-only ZIP64 field (force_zip64 on every entry, as before) made it read every
+    entry 20 bytes early: the WARC, the index and the pages list came out as garbage and
+    no page was found.
+    """
     info = zipfile.ZipInfo(arcname, date_time=datetime.now().timetuple()[:6])
     info.compress_type = compression
-    digest, size = hashlib.sha256(), 0
-    with zf.open(info, "w", force_zip64=True) as dst:
+    digest, written = hashlib.sha256(), 0
+    with zf.open(info, "w", force_zip64=size > zipfile.ZIP64_LIMIT) as dst:
         while chunk := source.read(_CHUNK):
             digest.update(chunk)
             dst.write(chunk)
-            size += len(chunk)
+            written += len(chunk)
+    if written != size:
+        raise OSError(f"{arcname}: {written} bytes packed, {size} expected")
     return {"name": Path(arcname).name.lower(), "path": arcname,
-            "hash": "sha256:" + digest.hexdigest(), "bytes": size}
+            "hash": "sha256:" + digest.hexdigest(), "bytes": written}
 
 
 def _whole_lines(path: Path) -> bytes:
@@ -142,15 +162,17 @@ def build_wacz(collection_dir: Path, collection: str, main_page: str | None = No
             resources = []
             for warc, size in sizes.items():
                 with open(warc, "rb") as fh:
-                    resources.append(_pack(zf, _Limited(fh, size), f"archive/{warc.name}",
-                                           zipfile.ZIP_STORED))
+                    resources.append(_pack(zf, _Limited(fh, size), size,
+                                           f"archive/{warc.name}", zipfile.ZIP_STORED))
             with open(index, "rb") as fh:
-                resources.append(_pack(zf, fh, "indexes/index.cdxj", zipfile.ZIP_STORED))
+                resources.append(_pack(zf, fh, index.stat().st_size, "indexes/index.cdxj",
+                                       zipfile.ZIP_STORED))
             for name in ("pages.jsonl", "extraPages.jsonl"):
                 pages = collection_dir / "pages" / name
                 if pages.exists():
-                    resources.append(_pack(zf, io.BytesIO(_whole_lines(pages)),
-                                           f"pages/{name}", zipfile.ZIP_STORED))
+                    lines = _whole_lines(pages)
+                    resources.append(_pack(zf, io.BytesIO(lines), len(lines), f"pages/{name}",
+                                           zipfile.ZIP_STORED))
             package = {
                 "profile": "data-package",
                 "resources": resources,

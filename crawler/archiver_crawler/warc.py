@@ -30,10 +30,11 @@ logger = logging.getLogger(__name__)
 _RENAMED = {"transfer-encoding"}
 GZIP_LEVEL = 6
 _NAME = re.compile(r"^rec-\d{17}-(.+)-[0-9a-f]{8}\.warc\.gz$")
-# URLs whose SURT is plain string work (lower-case host and path, no query, no dot segments,
-# no escapes); anything else goes through the surt package. tests: test_warc_speed_paths.
+# URLs whose key needs no parsing: lower-case host (no www prefix to strip) and path, no
+# query, no dot segments, no escapes. Anything else goes through _parsed_key.
 _SIMPLE_URL = re.compile(
-    r"^(https?)://([a-z0-9-]+(?:\.[a-z0-9-]+)*)(?::(\d+))?((?:/[a-z0-9_-][a-z0-9_.-]*)*/?)$")
+    r"^(https?)://([a-z0-9-]+(?:\.[a-z0-9-]+)*)(?::([1-9]\d*))?((?:/[a-z0-9_-][a-z0-9_.-]*)*/?)$")
+_WWW = re.compile(r"^(https?://)www\d*\.")
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
@@ -198,18 +199,93 @@ def write_sidecar_index(warc: Path, lines: list[str]) -> None:
 
 
 def url_key(url: str) -> str:
-    """The SURT of `url`, as cdxj-indexer (the surt package) computes it."""
+    """The CDXJ key of `url`: the SURT that ReplayWeb.page computes to look a URL up in a
+    WACZ's index (warcio.js getSurt, used by wabac.js 2.27 and by browsertrix-crawler's own
+    indexer). Its rule: a "www", "www2"... prefix dropped (only as written in lower case),
+    the whole URL lower-cased, the host's labels reversed (an IP address's octets too),
+    the port only when not the scheme's default, then ")" and the path exactly as the
+    browser's URL parser leaves it (trailing slash kept, "//" kept, dot segments resolved,
+    escapes kept), then the query's "&"-separated parts sorted; no fragment. Anything but
+    http(s) is its own key. The surt package (pywb's rule) differs: it strips a trailing
+    slash, so wabac's lookup of ".../gen/" missed the line keyed ".../gen".
+    """
     simple = _SIMPLE_URL.match(url)
     if simple:
         scheme, host, port, path = simple.groups()
         if not host.startswith("www") and port != _DEFAULT_PORTS[scheme]:
-            if len(path) > 1 and path.endswith("/"):
-                path = path[:-1]
             return ",".join(reversed(host.split("."))) + (f":{port}" if port else "") + ")" + (
                 path or "/")
-    import surt  # slow to import (it pulls in tldextract and requests); rarely needed
-
-    try:
-        return surt.surt(url)
-    except ValueError:
+    if not url.startswith(("http:", "https:")):
         return url
+    try:
+        return _parsed_key(_WWW.sub(r"\1", url, count=1).lower())
+    except ValueError:
+        return url  # what getSurt does when the browser's URL parser refuses the URL
+
+
+# What the WHATWG URL parser percent-encodes in a path and in a special URL's query (beside
+# controls and non-ASCII); "%" is left alone, so existing escapes stay as they are.
+_PATH_ESCAPED = frozenset(' "#<>?`{}')
+_QUERY_ESCAPED = frozenset(' "#<>\'')
+_C0_AND_SPACE = "".join(map(chr, range(0x21)))
+_SINGLE_DOTS = {".", "%2e"}
+_DOUBLE_DOTS = {"..", ".%2e", "%2e.", "%2e%2e"}
+
+
+def _parsed_key(url: str) -> str:
+    """getSurt's key of a lower-cased http(s) URL, parsed as the WHATWG URL parser does for
+    the parts getSurt uses. Raises ValueError where that parser would fail."""
+    scheme, _, rest = url.partition(":")
+    rest = re.sub(r"[\t\n\r]", "", rest.rstrip(_C0_AND_SPACE))
+    rest = rest.replace("\\", "/").lstrip("/")
+    rest = rest.split("#", 1)[0]
+    rest, _, query = rest.partition("?")
+    authority, slash, path = rest.partition("/")
+    host = authority.rpartition("@")[2]
+    port = ""
+    if host.startswith("["):
+        end = host.find("]")
+        tail = host[end + 1:]
+        if end < 0 or (tail and not tail.startswith(":")):
+            raise ValueError(url)
+        host, port = host[:end + 1], tail[1:]
+    elif ":" in host:
+        host, _, port = host.rpartition(":")
+    if not host:
+        raise ValueError(url)
+    if not host.startswith("[") and not host.isascii():
+        host = host.encode("idna").decode("ascii")
+    if port:
+        if not port.isdigit() or int(port) > 65535:
+            raise ValueError(url)
+        port = "" if str(int(port)) == _DEFAULT_PORTS[scheme] else f":{int(port)}"
+    key = ",".join(reversed(host.split("."))) + port + ")" + _path(path if slash else "")
+    if query:
+        key += "?" + "&".join(sorted(_escaped(query, _QUERY_ESCAPED).split("&")))
+    return key
+
+
+def _path(path: str) -> str:
+    segments: list[str] = []
+    parts = path.split("/")
+    for n, part in enumerate(parts):
+        last = n == len(parts) - 1
+        if part in _DOUBLE_DOTS:
+            if segments:
+                segments.pop()
+            if last:
+                segments.append("")
+        elif part in _SINGLE_DOTS:
+            if last:
+                segments.append("")
+        else:
+            segments.append(_escaped(part, _PATH_ESCAPED))
+    return "/" + "/".join(segments)
+
+
+def _escaped(text: str, escaped: frozenset[str]) -> str:
+    if text.isascii() and text.isprintable() and not escaped.intersection(text):
+        return text
+    return "".join(
+        c if c.isascii() and c.isprintable() and c not in escaped
+        else "".join(f"%{b:02X}" for b in c.encode("utf-8")) for c in text)

@@ -162,7 +162,7 @@ def list_pages(request, crawl_id: CrawlId, failed: bool = False, limit: int = Qu
     return page_of(rows, limit)
 
 
-PAGE_FIELDS = ("id", "url", "depth", "seed", "status", "http_status", "title", "mime",
+PAGE_FIELDS = ("id", "url", "depth", "seed", "status", "http_status", "load_state", "title", "mime",
                "captured_at", "filename", "error")
 
 

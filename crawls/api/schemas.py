@@ -90,6 +90,7 @@ class PageOut(Schema):
     seed: bool
     status: str
     http_status: int | None
+    load_state: int | None
     title: str
     mime: str
     captured_at: dt.datetime | None

@@ -42,6 +42,8 @@ class LaunchSpec:
     # argv; they reach the crawler through its environment only.
     storage_env: dict[str, str] = field(default_factory=dict, repr=False)
     report_key: str = ""  # where the crawler RPUSHes its upload reports (WEBHOOK_URL)
+    browser_args: tuple[str, ...] = ()  # the crawl's browser options, as the real flags
+    profile: Path | None = None  # a browser profile file to give the crawler, read-only
 
     @property
     def hostname(self) -> str:
@@ -66,14 +68,17 @@ class LaunchSpec:
             env["WEBHOOK_URL"] = f"{self.redis_url(redis_host)}/{self.report_key}"
         return env
 
-    def crawler_args(self, cwd: str) -> list[str]:
-        """The crawler's arguments, as crawler-protocol.md names them. No secret in here:
-        ps shows them to every local user, and they are stored on the Process row."""
+    def crawler_args(self, cwd: str, profile: str | None = None) -> list[str]:
+        """The crawler's arguments, as crawler-protocol.md names them, and the crawl's browser
+        options; `profile` is where the crawler finds the profile file. No secret in here:
+        ps shows them to every local user, and they are stored on the Process row (a
+        profile's path names it; its content is the secret)."""
         return [
             "--config", f"{cwd}/{CONFIG_NAME}", "--workers", str(self.workers),
             "--crawlId", self.crawl_id, "--collection", self.crawl_id, "--cwd", cwd,
             "--generateWACZ", "--writePagesToRedis", "--logErrorsToRedis", "--headless",
             "--restartsOnError", "--diskUtilization", str(self.disk_utilization),
+            *self.browser_args, *(["--profile", profile] if profile else []),
         ]
 
 

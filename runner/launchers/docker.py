@@ -29,6 +29,7 @@ TMP_SIZE = "256m"  # /tmp is a tmpfs: the root filesystem is read-only
 LOG_OPTIONS = {"max-size": "10m", "max-file": "3"}
 LIVE_STATES = ("running", "restarting", "paused")
 OWN_IMAGE = "archiver/crawler:"
+PROFILE_DIR = "/profile"  # a crawl's browser profile is mounted here, read-only
 
 
 def install_id(settings: Settings) -> str:
@@ -36,10 +37,15 @@ def install_id(settings: Settings) -> str:
     return hashlib.sha256(str(settings.data_dir).encode()).hexdigest()[:10]
 
 
+def image_fix(image: str) -> str:
+    """How to get `image` onto the engine: archiver's own is built here, never pulled."""
+    if image.startswith(OWN_IMAGE):
+        return "build it with scripts/build-crawler-image.sh"
+    return f"run `archiver pull` (or `docker pull {image}`)"
+
+
 def image_missing(image: str) -> ImageMissing:
-    fix = ("build it with scripts/build-crawler-image.sh" if image.startswith(OWN_IMAGE)
-           else f"pull it with `docker pull {image}`")
-    return ImageMissing(f"crawler image {image} is not on the Docker engine; {fix}")
+    return ImageMissing(f"crawler image {image} is not on the Docker engine; {image_fix(image)}")
 
 
 class DockerLauncher(Launcher):
@@ -111,16 +117,17 @@ class DockerLauncher(Launcher):
             os.chown(spec.instance_dir, *owner)
         redis_host = "redis" if spec.redis.is_loopback else None
         write_crawler_config(spec.instance_dir, spec.config, spec.redis_url(redis_host), owner)
-        args = ["crawl", *spec.crawler_args("/crawls")]
-        container_id = self._create(spec, args, owner, redis_host)
+        if spec.profile and owner:  # the container's user must read it (0600, in 0700 folders)
+            os.chown(spec.profile, *owner)
+        args = ["crawl", *spec.crawler_args("/crawls", profile_mount(spec))]
+        container_id = self._create(spec, args, folder_user(spec.instance_dir), redis_host)
         self._call("start a container", lambda api: api.start(container_id))
         return Launched(ref=container_id, args=args, container_id=container_id, image=self.image)
 
-    def _create(self, spec: LaunchSpec, args: list[str], owner, redis_host) -> str:
+    def _create(self, spec: LaunchSpec, args: list[str], user: str, redis_host) -> str:
         """The container's id. Never pulls: a missing image raises ImageMissing. A container
         of the same name (this Process row's, from a launch cut short) is taken over."""
         name = f"archiver-{self.install}-{spec.crawl_id[:12]}-{spec.instance}-p{spec.process_id}"
-        user = "{}:{}".format(*(owner or (os.getuid(), os.getgid())))
         for _ in range(2):
             created = self._create_named(name, spec, args, user, redis_host)
             if created:
@@ -163,7 +170,7 @@ class DockerLauncher(Launcher):
         extra = spec.workers - 1
         return api.create_host_config(
             network_mode="host", extra_hosts={"redis": "127.0.0.1"} if redis_host else None,
-            binds={str(spec.instance_dir): {"bind": "/crawls", "mode": "rw"}},
+            binds=_binds(spec),
             cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=512,
             mem_limit=spec.memory_limit, nano_cpus=int((0.9 + 0.6 * extra) * 1e9),
             read_only=True, tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={TMP_SIZE}"},
@@ -242,6 +249,61 @@ class DockerLauncher(Launcher):
             return self._call("read logs", lambda api: api.logs(ref, tail=lines)).decode(errors="replace")
         except docker.errors.NotFound:
             return ""
+
+    # --- for `archiver doctor` -----------------------------------------------------------
+
+    def engine_version(self) -> str:
+        """The engine's version; EngineUnavailable when it does not answer in time."""
+        return str(self._call("tell its version", lambda api: api.version()).get("Version", "?"))
+
+    def image_labels(self) -> dict[str, str] | None:
+        """The image's labels; None when the engine does not have the image."""
+        import docker.errors
+
+        try:
+            attrs = self._call("find the image", lambda api: api.inspect_image(self.image))
+        except docker.errors.NotFound:
+            return None
+        return attrs.get("Config", {}).get("Labels") or {}
+
+    def crawler_version(self) -> str:
+        """The first line `crawl --version` prints in a throwaway container (no network, no
+        mounts); "" when it prints nothing or does not exit within the timeout."""
+        container = self._call("create a container", lambda api: api.create_container(
+            self.image, ["crawl", "--version"],
+            host_config=api.create_host_config(network_mode="none", cap_drop=["ALL"]))["Id"])
+        try:
+            self._call("start a container", lambda api: api.start(container))
+            self._call("wait for a container", lambda api: api.wait(container, timeout=self.timeout))
+            output = self._call("read logs", lambda api: api.logs(container, stderr=False))
+        except EngineUnavailable:
+            return ""
+        finally:
+            self.remove(container)
+        lines = output.decode(errors="replace").strip().splitlines()
+        return lines[0].strip()[:100] if lines else ""
+
+
+def folder_user(folder: Path) -> str:
+    """`uid:gid` of the instance folder, the container's user: the real crawler's entrypoint
+    runs as /crawls' owner only when both match (else it tries groupadd/useradd, which the
+    dropped capabilities forbid). The gid is the folder's, not ours: in a setgid data dir
+    the folder inherits the data dir's group."""
+    info = os.stat(folder, follow_symlinks=False)
+    return f"{info.st_uid}:{info.st_gid}"
+
+
+def _binds(spec: LaunchSpec) -> dict:
+    """The instance folder, and the crawl's browser profile (one file, read-only) if any."""
+    binds = {str(spec.instance_dir): {"bind": "/crawls", "mode": "rw"}}
+    if spec.profile:
+        binds[str(spec.profile)] = {"bind": profile_mount(spec), "mode": "ro"}
+    return binds
+
+
+def profile_mount(spec: LaunchSpec) -> str | None:
+    """Where the container sees the crawl's browser profile (read-only), if it has one."""
+    return f"{PROFILE_DIR}/{spec.profile.name}" if spec.profile else None
 
 
 def _instance(container_id: str, labels: dict, state: dict) -> Instance:

@@ -77,7 +77,9 @@ class LocalLauncher(Launcher):
 
     def launch(self, spec: LaunchSpec) -> Launched:
         prefix = prefix_of(spec.instance_dir, spec.process_id)
-        args = [*self.command, *spec.crawler_args(str(spec.instance_dir))]
+        # A profile is read in place: the crawler runs as archiver's user, who owns the file.
+        profile = str(spec.profile) if spec.profile else None
+        args = [*self.command, *spec.crawler_args(str(spec.instance_dir), profile)]
         # Written even for an instance that runs already: it may not have read it yet, and
         # the daemon may have just rewritten it (atomically replaced either way).
         write_crawler_config(spec.instance_dir, spec.config, spec.redis_url())

@@ -7,6 +7,7 @@ Nothing a crawl archived is deleted here unless the crawl was canceled.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import shutil
@@ -15,16 +16,22 @@ import redis
 
 from archiver.errors import LaunchError
 from crawls import quotas, storage
-from crawls.models import STOPPED_STATE, Crawl, CrawlStatus, Intent, StopReason
+from crawls.models import STOPPED_STATE, Crawl, CrawlStatus, ExitReason, Intent, StopReason
 from runner import archive, uploads
-from runner.apply import ingest, keep_session, record_kept
-from runner.decide import Outcome
+from runner.apply import (
+    READ_REST_BATCHES,
+    crawler_words,
+    drain_rest,
+    ingest,
+    keep_session,
+    record_kept,
+)
+from runner.decide import ALL_FAILED, Outcome
 from runner.observe import failed_offset, files_bytes, progress_values
 from runner.state import Runtime
 
 log = logging.getLogger("runner.daemon")
 S = CrawlStatus
-READ_REST_BATCHES = 10_000
 
 
 def finish(rt: Runtime, crawl: Crawl, outcome: Outcome, now: dt.datetime) -> None:
@@ -40,8 +47,12 @@ def finish(rt: Runtime, crawl: Crawl, outcome: Outcome, now: dt.datetime) -> Non
         settle_retried_pages(rt, crawl, now)
     if outcome.status == S.CANCELED:
         delete_files(rt, crawl)
+        if crawl.size_bytes:
+            rt.save(crawl, now, size_bytes=0)  # it keeps nothing
     elif kept := files_bytes(crawl):
         rt.save(crawl, now, size_bytes=kept)
+    if outcome.status == S.FAILED and outcome.error == ALL_FAILED:
+        outcome = explained(crawl, outcome)
     if not crawl.finish(outcome.status, held.token, now, stop_reason=outcome.stop_reason,
                         error=outcome.error):
         rt.hands_off(crawl.pk, "finishing it was refused")
@@ -50,6 +61,14 @@ def finish(rt: Runtime, crawl: Crawl, outcome: Outcome, now: dt.datetime) -> Non
     clean_up(rt, crawl, db)
     rt.event(f"crawl {crawl.short_id}: {outcome.status} pages={crawl.pages_done}/{crawl.pages_found}"
              + (f" ({outcome.error})" if outcome.error else ""))
+
+
+def explained(crawl: Crawl, outcome: Outcome) -> Outcome:
+    """"every crawler instance failed", with the crawler's own words for why (docs/crawlers.md)."""
+    words = crawler_words(crawl)
+    none_archived = crawl.processes.filter(exit_reason=ExitReason.NO_PAGE).exists()
+    error = ALL_FAILED + (" (no page succeeded)" if none_archived else "") + (f": {words[:500]}" if words else "")
+    return dataclasses.replace(outcome, error=error)
 
 
 def pause(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
@@ -105,6 +124,8 @@ def end_without_running(rt: Runtime, crawl: Crawl, token: int, now: dt.datetime)
     db = crawl.redis_db
     if crawl.intent == Intent.CANCEL or not crawl.files.exists():
         delete_files(rt, crawl)
+        if crawl.size_bytes:
+            crawl.record_progress(token, now, size_bytes=0)  # it keeps nothing
         status, reason = S.CANCELED, StopReason.USER
     else:
         status, reason = STOPPED_STATE[StopReason.USER], StopReason.USER
@@ -127,14 +148,6 @@ def read_rest(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
             rt.save(crawl, now, **changed)
         if not progress.more:
             return
-
-
-def drain_rest(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
-    for _ in range(READ_REST_BATCHES):
-        pages, errors = rt.store.drain(crawl.redis_db, crawl.pk)
-        if not pages and not errors:
-            return
-        ingest(crawl, pages, errors, now)
 
 
 def settle_retried_pages(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:

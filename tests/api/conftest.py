@@ -143,6 +143,7 @@ def empty_tables() -> None:
 
     from crawls.models import (
         ApiToken,
+        BrowserProfile,
         Crawl,
         IdempotencyKey,
         Org,
@@ -152,8 +153,8 @@ def empty_tables() -> None:
         Webhook,
     )
 
-    for model in (IdempotencyKey, ApiToken, Webhook, Crawl, Schedule, OrgUsage, RunnerRecord, User, Group,
-                  Session):
+    for model in (IdempotencyKey, ApiToken, Webhook, Crawl, Schedule, OrgUsage, RunnerRecord, BrowserProfile,
+                  User, Group, Session):
         model.objects.all().delete()
     Org.objects.exclude(slug="default").delete()
     Org.objects.update_or_create(slug="default", defaults={

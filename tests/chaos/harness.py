@@ -174,6 +174,10 @@ class RedisServer:
             return self.client().ping()
         except OSError:
             return False
+        except RuntimeError as exc:  # an error reply: LOADING the dataset after a restart
+            if str(exc).startswith("LOADING"):
+                return False
+            raise
 
     def client(self, db: int = 0):
         return RedisClient(self.port, db)
@@ -695,12 +699,27 @@ class Trial:
             recorded = Counter(str(event).replace("-", "") for event, crawl_id in self.db.query(
                 "SELECT event_id, crawl_id FROM crawls_crawlevent") if crawl_id in wanted)
             got = Counter(e.replace("-", "") for e in self.hooks.received)
-            counts["webhook_events_missing"] = sum(1 for e in recorded if e not in got)
+            missing_events = [e for e in recorded if e not in got]
+            counts["webhook_events_missing"] = len(missing_events)
+            if missing_events:
+                details["webhook_events_missing"] = self.undelivered(missing_events[:5])
             counts["webhook_events_duplicated"] = sum(got[e] - 1 for e in recorded if got[e] > 1)
         counts["tracebacks"] = self.tracebacks()
         result = dict(counts)
         result["details"] = {k: v for k, v in details.items() if v}
         return result
+
+    def undelivered(self, event_ids: list[str]) -> list[tuple]:
+        """What became of events nobody received: (name, crawl, delivery status, attempts,
+        last error), so a missing event says whether it was never queued, is still pending,
+        or was given up on."""
+        rows = self.db.query(
+            "SELECT e.event_id, e.name, e.crawl_id, d.status, d.attempts, d.last_error "
+            "FROM crawls_crawlevent e LEFT JOIN crawls_webhookdelivery d ON d.event_id = e.id")
+        wanted = set(event_ids)
+        return [(name, str(crawl)[:8], status or "no delivery row", attempts, (error or "")[:80])
+                for event, name, crawl, status, attempts, error in rows
+                if str(event).replace("-", "") in wanted]
 
     # clean-up
 

@@ -130,22 +130,132 @@ def test_absolute_paths_resolve_as_urljoin_does(href):
     assert out.links == [normalize_url(urljoin(base, href))]
 
 
-@pytest.mark.parametrize("url", [
-    "http://127.0.0.1:36349/gen/", "http://127.0.0.1:36349/", "http://127.0.0.1:80/a",
-    "https://127.0.0.1:443/a/", "http://127.0.0.1:443/a", "https://Example.COM/A/b.html",
-    "http://www.example.com/a/", "http://www2.example.com/", "http://wwwx.example.com/",
-    "http://example.com", "http://example.com/", "http://example.com/a?b=2&a=1",
-    "http://example.com/a//b", "http://example.com/a/./b", "http://example.com/a/../b",
-    "http://example.com/.well-known/x", "http://example.com/~u/", "http://ex.com/%7Eu",
-    "http://example.com/a-b_c.d/e", "http://example.com/a;jsessionid=1", "http://1.2.3.4/x/",
-    "http://[::1]:8080/a", "http://xn--bcher-kva.ch/", "http://example.com/a.", "http://a-b.c/d-",
-    "http://example.com/é", "http://user@example.com/", "http://example.com./x",
-])
-def test_the_cdxj_url_key_is_what_the_surt_package_computes(url):
-    import surt
+# The keys ReplayWeb.page computes for these URLs: warcio.js getSurt (warcio.js
+# src/lib/utils.ts, bundled in ReplayWeb.page 2.5.3's sw.js with wabac.js 2.27.2), run on
+# each URL to get the right-hand side. Its rule: drop a lower-case "www", "www2"... prefix,
+# lower-case the URL, parse it as a browser does (new URL), reverse the host's labels (an IP
+# address's octets too), add the port unless it is the scheme's default, then ")" and the
+# pathname as parsed (a trailing slash is kept, unlike the surt package's rule), then the
+# query's "&"-separated parts sorted; the fragment is dropped; non-http(s) URLs are keys as
+# they are.
+WABAC_KEYS = {
+    # trailing slashes
+    "http://127.0.0.1:36349/gen/": "1,0,0,127:36349)/gen/",
+    "http://localhost:8000/gen/": "localhost:8000)/gen/",
+    "http://example.com/~u/": "com,example)/~u/",
+    "http://example.com": "com,example)/",
+    "http://example.com/": "com,example)/",
+    "http://example.com/a//b": "com,example)/a//b",
+    # IP hosts and ports
+    "http://127.0.0.1:36349/": "1,0,0,127:36349)/",
+    "http://127.0.0.1:8000/gen/p1.html": "1,0,0,127:8000)/gen/p1.html",
+    "http://127.0.0.1:80/a": "1,0,0,127)/a",
+    "https://127.0.0.1:443/a/": "1,0,0,127)/a/",
+    "http://127.0.0.1:443/a": "1,0,0,127:443)/a",
+    "http://1.2.3.4/x/": "4,3,2,1)/x/",
+    "http://[::1]:8080/a": "[::1]:8080)/a",
+    "http://[2001:db8::1]/a/": "[2001:db8::1])/a/",
+    "http://example.com:080/x": "com,example)/x",
+    "https://example.com:8443/x": "com,example:8443)/x",
+    # query strings and fragments
+    "http://example.com/a?b=2&a=1": "com,example)/a?a=1&b=2",
+    "http://example.com/a/?b=2&a=1&B=0": "com,example)/a/?a=1&b=0&b=2",
+    "http://example.com/a?": "com,example)/a",
+    "http://example.com?x=1": "com,example)/?x=1",
+    "http://example.com/a?b&a=": "com,example)/a?a=&b",
+    "http://example.com/a?q=a b": "com,example)/a?q=a%20b",
+    "http://example.com/a?q=a%20b&x=é": "com,example)/a?q=a%20b&x=%C3%A9",
+    "http://example.com/a?x='y'&z=\"w\"": "com,example)/a?x=%27y%27&z=%22w%22",
+    "http://example.com/a/b?c=d/e?f": "com,example)/a/b?c=d/e?f",
+    "http://example.com/A%7E?Q=%7E": "com,example)/a%7e?q=%7e",
+    "http://example.com/a#frag": "com,example)/a",
+    "http://example.com/a?x=1#frag": "com,example)/a?x=1",
+    # hosts, paths and schemes
+    "https://Example.COM/A/b.html": "com,example)/a/b.html",
+    "http://www.example.com/a/": "com,example)/a/",
+    "http://www2.example.com/": "com,example)/",
+    "http://wwwx.example.com/": "com,example,wwwx)/",
+    "http://WWW.example.com/a": "com,example,www)/a",
+    "http://user@www.example.com:8080/a/": "com,example,www:8080)/a/",
+    "http://Bücher.ch/": "ch,xn--bcher-kva)/",
+    "http://example.com./x": ",com,example)/x",
+    "http://example.com/a/./b": "com,example)/a/b",
+    "http://example.com/a/../b": "com,example)/b",
+    "http://example.com/a/%2e%2e/b": "com,example)/b",
+    "http://example.com/a/..": "com,example)/",
+    "http://example.com/a/.": "com,example)/a/",
+    "http://example.com/a%2Fb": "com,example)/a%2fb",
+    "http://example.com/é": "com,example)/%C3%A9",
+    "http://example.com/a\"b<c>{d}`e": "com,example)/a%22b%3Cc%3E%7Bd%7D%60e",
+    "http://example.com/a\\b": "com,example)/a/b",
+    "http://example.com/a;jsessionid=1": "com,example)/a;jsessionid=1",
+    "ftp://example.com/x": "ftp://example.com/x",
+}
+
+
+@pytest.mark.parametrize(("url", "key"), WABAC_KEYS.items())
+def test_the_cdxj_url_key_is_the_one_replaywebpage_looks_up(url, key):
     from archiver_crawler.warc import url_key
 
-    assert url_key(url) == surt.surt(url)
+    assert url_key(url) == key
+
+
+def small_collection(root, urls: list[str]):
+    from datetime import UTC, datetime
+
+    from archiver_crawler.warc import Exchange, WarcFile
+
+    coll = root / "collections" / "coll"
+    warc = WarcFile(coll / "archive", "crawl-x-0", "coll")
+    for url in urls:
+        warc.write(Exchange(
+            url=url, method="GET", request_target="/", request_headers=[("Host", "h")],
+            http_version="HTTP/1.1", status=200, reason="OK",
+            response_headers=[("Content-Type", "text/html")], body=b"<html>hello</html>",
+            date=datetime.now(UTC)))
+    warc.close()
+    (coll / "pages").mkdir()
+    (coll / "pages" / "pages.jsonl").write_text('{"format": "json-pages-1.0", "id": "pages"}\n')
+    return coll, warc
+
+
+def test_wacz_entries_start_where_replaywebpage_reads_them(tmp_path):
+    """ReplayWeb.page (wabac.js ziprangereader) takes an entry without an extra field in the
+    central directory to start 30 + name length bytes past its local header: the local
+    header must then have no extra field either (a ZIP64 one made it read 20 bytes early)."""
+    import struct
+    import zipfile
+
+    from archiver_crawler.wacz import build_wacz
+
+    coll, _ = small_collection(tmp_path, ["http://127.0.0.1:9/gen/"])
+    wacz = build_wacz(coll, "coll")
+    raw = wacz.read_bytes()
+    with zipfile.ZipFile(wacz) as zf:
+        for entry in zf.infolist():
+            assert entry.compress_type == zipfile.ZIP_STORED
+            name_length, extra_length = struct.unpack_from("<HH", raw, entry.header_offset + 26)
+            assert extra_length == len(entry.extra) == 0, entry.filename
+            start = entry.header_offset + 30 + name_length
+            assert raw[start:start + entry.file_size] == zf.read(entry), entry.filename
+
+
+def test_lines_indexed_at_packing_time_are_keyed_as_the_crawler_keys_them(tmp_path):
+    import zipfile
+
+    from archiver_crawler.wacz import build_wacz
+    from archiver_crawler.warc import sidecar_index_path
+
+    urls = ["http://127.0.0.1:9/gen/", "http://127.0.0.1:9/gen/p1.html?b=1&a=2"]
+    coll, warc = small_collection(tmp_path, urls)
+    with zipfile.ZipFile(build_wacz(coll, "coll")) as zf:
+        written = zf.read("indexes/index.cdxj").decode().splitlines()
+    sidecar_index_path(warc.path).unlink()  # as when a session is killed: cdxj-indexer runs
+    with zipfile.ZipFile(build_wacz(coll, "coll")) as zf:
+        indexed = zf.read("indexes/index.cdxj").decode().splitlines()
+    keys = ["1,0,0,127:9)/gen/", "1,0,0,127:9)/gen/p1.html?a=2&b=1"]  # as in WABAC_KEYS
+    assert [line.split(" ", 1)[0] for line in written] == keys
+    assert [line.split(" ", 1)[0] for line in indexed] == keys
 
 
 def test_warc_records_read_back_with_warcio_with_their_digests(tmp_path):

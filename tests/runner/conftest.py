@@ -18,7 +18,7 @@ from runner.daemon import Runner
 from runner.launchers import LocalLauncher
 from runner.progress import ProgressStore
 from runner.redis_server import RedisEndpoint
-from runner.testing import FakeLauncher
+from runner.testing import FakeLauncher, MemoryStore
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -56,6 +56,15 @@ def store(endpoint):
 
 
 @pytest.fixture
+def memory_store():
+    """The store over an in-memory Redis: for step tests that need no server. A test
+    module uses it everywhere by defining `store` as `memory_store`."""
+    store = MemoryStore()
+    yield store
+    store.close()
+
+
+@pytest.fixture
 def org(db) -> Org:
     return Org.objects.get_or_create(slug="default")[0]
 
@@ -82,7 +91,7 @@ def no_host_limit(crawl):
 def make_runner(settings, store):
     made = []
 
-    def make(launcher=None, settings: Settings = settings, clock=None, **options) -> Runner:
+    def make(launcher=None, settings: Settings = settings, clock=None, store=store, **options) -> Runner:
         options.setdefault("host_check", no_host_limit)
         runner = Runner(settings, launcher or LocalLauncher(settings), store,
                         clock=clock or (lambda: T0), **options)

@@ -9,7 +9,7 @@ import pytest
 from crawls.models import Crawl, CrawlStatus, ExitReason, Intent, Process, ProcessStatus
 from runner import decide
 from runner.daemon import classify_exit, crawl_state_for, decide_outcome, relaunch_delay
-from runner.decide import elapsed_now
+from runner.decide import elapsed_now, fatal_line
 from runner.observe import Observation
 from runner.progress import Progress
 from runner.state import Held
@@ -37,6 +37,29 @@ t0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
 ])
 def test_exit_codes_are_classified_as_the_protocol_says(code, oom, reason):
     assert classify_exit(code, oom) == reason
+
+
+@pytest.mark.parametrize(("code", "status", "reason"), [
+    (0, "failed", ExitReason.PERMANENT),  # a fatal error under --restartsOnError
+    (0, "done", ExitReason.DONE),
+    (9, "failed", ExitReason.NO_PAGE),  # no page succeeded: not a crash
+    (9, None, ExitReason.NO_PAGE),
+    (11, "interrupted", ExitReason.INTERRUPTED),
+    (1, "failed", ExitReason.CRASH),
+])
+def test_the_crawler_status_an_instance_left_labels_its_exit(code, status, reason):
+    assert classify_exit(code, False, status) == reason
+
+
+def test_the_last_fatal_line_of_a_crawler_log_is_found():
+    tail = "\n".join([
+        '{"logLevel":"info","message":"Seeds: 1"}',
+        '{"logLevel":"fatal","context":"general","message":"No valid seeds. Quitting"}',
+        '{"logLevel":"info","message":"Exiting, Crawl status: failed"}',
+        "not json with \"fatal\" in it",
+    ])
+    assert fatal_line(tail) == "No valid seeds. Quitting"
+    assert fatal_line('{"logLevel":"error","message":"fatal-ish"}\nplain fatal text') == ""
 
 
 def outcome(statuses, intent="", stop_reason="", done=5, found=5, files=True):
@@ -89,6 +112,7 @@ def test_relaunch_backoff_doubles_and_is_capped():
     (["uploading-wacz"], S.GENERATE_WACZ),
     (["pending-wait", "done"], S.PENDING_WAIT),
     (["done"], None),
+    (["pending-wait"], None),  # one instance shutting down: not waiting for the others
 ])
 def test_the_crawl_state_follows_the_least_advanced_instance(statuses, state):
     assert crawl_state_for(statuses) == state

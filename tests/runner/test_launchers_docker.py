@@ -23,7 +23,8 @@ from tests.conftest import free_port
 from tests.runner.helpers import our_containers, slow_site
 
 PASSWORD = "d0cker-pa55word"
-OWNER = (1000, 1000) if os.geteuid() == 0 else None  # as DockerLauncher.launch
+# The container user DockerLauncher.launch gives a folder it made (chowned to 1000 as root).
+USER = "1000:1000" if os.geteuid() == 0 else f"{os.getuid()}:{os.getgid()}"
 
 
 class HungEngine:
@@ -115,7 +116,7 @@ def test_the_default_timeout_is_well_under_the_lease(data_dir):
 @pytest.mark.slow
 @pytest.mark.parametrize(("image", "fix"), [
     ("archiver/crawler:not-built-0", "build it with scripts/build-crawler-image.sh"),
-    ("registry.invalid/someone/crawler:1", "pull it with `docker pull registry.invalid/someone/crawler:1`"),
+    ("registry.invalid/someone/crawler:1", "run `archiver pull` (or `docker pull registry.invalid/someone/crawler:1`)"),
 ])
 def test_a_missing_image_is_never_pulled_and_says_how_to_get_it(
         docker_settings, docker_client, no_leftover_containers, image, fix):
@@ -209,7 +210,7 @@ def test_a_container_created_but_never_started_is_cleared_by_find_then_launched_
     spec = crawling_spec
     launcher = DockerLauncher(docker_settings)
     # The launch cut between create and start (a kill -9 there):
-    created = launcher._create(spec, ["crawl", *spec.crawler_args("/crawls")], OWNER, "redis")
+    created = launcher._create(spec, ["crawl", *spec.crawler_args("/crawls")], USER, "redis")
     assert launcher.inspect(created).running is False
 
     assert launcher.find(spec.process_id, spec.crawl_id, spec.instance, spec.instance_dir) is None
@@ -227,7 +228,7 @@ def test_a_launch_retried_after_a_create_it_never_heard_back_from_takes_that_con
         docker_settings, docker_client, no_leftover_containers, crawling_spec):
     spec = crawling_spec
     launcher = DockerLauncher(docker_settings)
-    launcher._create(spec, ["crawl", *spec.crawler_args("/crawls")], OWNER, "redis")  # reply lost
+    launcher._create(spec, ["crawl", *spec.crawler_args("/crawls")], USER, "redis")  # reply lost
 
     launched = launcher.launch(spec)  # the daemon's retry of the same row
     (container,) = our_containers(docker_client, docker_settings)

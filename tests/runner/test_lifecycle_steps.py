@@ -1,6 +1,6 @@
 """The lifecycle rules as the runner carries them out, one tick at a time.
 
-In-memory launcher, the private Redis, time pinned and stepped: schedules, the pause limit,
+In-memory launcher and store (runner.testing), time pinned and stepped: schedules, the pause limit,
 stop/cancel of a paused crawl, a full disk, execution time across a month, live exclusions,
 scale, stalls, retention, and what is left in an instance's folder after its WACZ is kept.
 """
@@ -31,6 +31,11 @@ from tests.runner.test_steps import end_instance, keys, later, report
 
 S = CrawlStatus
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def store(memory_store):
+    return memory_store
 DISK_FULL = "waiting: disk 93 % full (limit 90 %)"
 
 

@@ -1,4 +1,5 @@
-"""The runner's steps, one at a time, with the in-memory launcher and the private Redis.
+"""The runner's steps, one at a time, with the in-memory launcher and the in-memory store
+(runner.testing: no Redis server, no processes).
 
 Time is pinned: each test passes `now` to tick(); the crawler's side of the protocol is
 played by writing its keys into Redis and ending fake instances.
@@ -24,11 +25,15 @@ from crawls.models import (
 )
 from runner.daemon import RunnerBusy, acquire_runner_lock
 from runner.launchers import hostname
-from runner.redis_server import RedisEndpoint
 from tests.runner.conftest import T0
 
 S = CrawlStatus
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def store(memory_store):
+    return memory_store
 
 
 def later(seconds: float) -> dt.datetime:
@@ -372,8 +377,7 @@ def test_unreachable_redis_is_a_visible_wait_and_later_a_clear_failure(make_runn
     runner = make_runner(fake)
     runner.tick(T0)
     runner.redis_grace = 60
-    runner.store.endpoint = RedisEndpoint(host="127.0.0.1", port=9, databases=256)  # nothing listens
-    runner.store._clients.clear()
+    store.down = True
 
     runner.tick(later(1))
     crawl.refresh_from_db()
@@ -452,10 +456,10 @@ def test_scaling_down_stops_one_instance_and_the_crawl_no_longer_waits_for_it(ma
     assert crawl.status == S.COMPLETE and crawl.files.count() == 2
 
 
-def test_a_new_crawl_waits_while_redis_is_down_instead_of_failing(make_runner, make_crawl, fake):
+def test_a_new_crawl_waits_while_redis_is_down_instead_of_failing(make_runner, make_crawl, fake, store):
     crawl = make_crawl()
     runner = make_runner(fake)
-    runner.store.endpoint = RedisEndpoint(host="127.0.0.1", port=9, databases=256)
+    store.down = True
 
     runner.tick(T0)
 

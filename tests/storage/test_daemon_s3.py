@@ -66,11 +66,17 @@ def check_recorded_once(inst: Installation, crawl_id: str, s3, bucket: str, tmp_
         assert root == f"s3://{bucket}"
         assert (size, digest) == (len(objects[path]), hashlib.sha256(objects[path]).hexdigest())
     # Each session's WACZ holds only its own pages: the runner forgot what the upload held.
-    pages = []
-    for number, data in enumerate(objects.values()):
+    pages, named = [], {}
+    for number, (key, data) in enumerate(objects.items()):
         (tmp_path / f"{number}.wacz").write_bytes(data)
-        pages += wacz_pages(tmp_path / f"{number}.wacz")
+        listed = wacz_pages(tmp_path / f"{number}.wacz")
+        pages += listed
+        named.update(dict.fromkeys(listed, key.rsplit("/", 1)[1]))
     assert len(pages) == len(set(pages)) == PAGES + 1
+    # Each page names the object that holds it, read from the session's WACZ before the
+    # runner deleted it (there is no local copy to read later).
+    assert dict(inst.query("SELECT url, filename FROM crawls_snapshot WHERE crawl_id = ?",
+                           crawl_id)) == named
     (size_bytes, org_bytes), = inst.query(
         "SELECT c.size_bytes, o.bytes_stored FROM crawls_crawl c JOIN crawls_org o ON o.id = c.org_id "
         "WHERE c.id = ?", crawl_id)

@@ -186,3 +186,33 @@ def test_redis_keeps_no_report_after_the_crawl_s_clean_up_reads_them(runtime, cr
     keep_leftovers(rt, crawl, T0)
     assert crawl.files.get().path.endswith("/z.wacz")
     assert redis.Redis(port=runtime.store.endpoint.port, db=7).llen(reports_key(crawl.pk)) == 0
+
+
+def test_the_pages_of_an_uploaded_session_are_named_after_its_object(runtime, crawl, s3, bucket, data_dir):
+    # With a bucket there is no kept local WACZ: the session's own WACZ is read before the
+    # runner deletes it, and its pages get the name of the recorded object of the same SHA-256.
+    from crawls.models import Process, Snapshot
+    from runner.apply import keep_session
+    from tests.runner.test_crawler_rules import wacz_with_pages
+
+    process = Process.objects.create(crawl=crawl, instance=0, hostname=f"crawl-{crawl.pk}-0",
+                                     launcher="local")
+    for url in ("http://site/a", "http://site/b", "http://site/c"):
+        Snapshot.objects.create(crawl=crawl, url=url)
+    wacz = wacz_with_pages("http://site/a", "http://site/b")
+    collection = data_dir / "crawls" / crawl.pk / "0" / "collections" / crawl.pk
+    collection.mkdir(parents=True)
+    (collection / f"{crawl.pk}.wacz").write_bytes(wacz)
+    runtime.store.client(7).rpush(reports_key(crawl.pk), uploaded(s3, bucket, crawl, "up.wacz", wacz))
+    notes = []
+    rt = SimpleNamespace(**vars(runtime), held={}, event=lambda *a, **k: None,
+                         note=lambda crawl, text, *a: notes.append(text))
+
+    keep_session(rt, crawl, process, T0)
+
+    assert crawl.files.get().path == f"archiver/{crawl.pk}/up.wacz"
+    names = dict(Snapshot.objects.filter(crawl=crawl).values_list("url", "filename"))
+    assert names == {"http://site/a": "up.wacz", "http://site/b": "up.wacz", "http://site/c": ""}
+    assert not (collection / f"{crawl.pk}.wacz").exists() and notes == []
+    keep_session(rt, crawl, process, T0)  # nothing left to read: nothing happens, nothing said
+    assert notes == [] and crawl.files.count() == 1

@@ -6,12 +6,13 @@ from django.core.management.base import CommandError
 
 from crawls import wake
 from crawls.cli import ArchiverCommand, duration_arg, int_arg, parse_crawl_config, size_arg
-from crawls.config import MAX_TAGS, clean_tags
+from crawls.config import BEHAVIORS, BROWSER_FLAGS, MAX_TAGS, SCREENSHOTS, WAIT_UNTIL, clean_tags
 from crawls.lease import db_now
 from crawls.models import Crawl, Org
 from crawls.validation import check_slug
 
 SCOPES = ("page", "page-spa", "prefix", "host", "domain", "any", "custom")
+BROWSER_OPTIONS = tuple(BROWSER_FLAGS)  # CrawlConfig's field names, as argparse's dests too
 
 
 class Command(ArchiverCommand):
@@ -36,6 +37,7 @@ class Command(ArchiverCommand):
         parser.add_argument("--extra-hops", type=int_arg, default=0, help="hops beyond the scope")
         parser.add_argument("--user-agent", metavar="UA")
         parser.add_argument("--use-robots", action="store_true", help="obey robots.txt")
+        add_browser_arguments(parser)
         parser.add_argument("--org", default="default", metavar="SLUG")
         parser.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")
         parser.add_argument("--json", action="store_true", help="print the crawl as JSON")
@@ -46,6 +48,7 @@ class Command(ArchiverCommand):
             **{name: options[name] for name in (
                 "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include",
                 "exclude", "workers", "scale", "extra_hops", "user_agent", "use_robots",
+                *BROWSER_OPTIONS,
             )},
         })
         crawl = Crawl.create(find_org(org), config, tags=check_tags(tags), now=db_now())
@@ -54,6 +57,21 @@ class Command(ArchiverCommand):
             self.write_json(crawl.summary())
         else:
             self.stdout.write(crawl.id)
+
+
+def add_browser_arguments(parser) -> None:
+    """The browser options (browsertrix-crawler only; archiver's own crawler refuses them)."""
+    group = parser.add_argument_group("browser options (a browsertrix-crawler image only)")
+    group.add_argument("--behaviors", metavar="A,B", help=f"in-page behaviors: {', '.join(BEHAVIORS)}")
+    group.add_argument("--page-load-timeout", type=duration_arg, metavar="DURATION",
+                       help="how long a page may take to load: 90s, 2m or seconds")
+    group.add_argument("--post-load-delay", type=duration_arg, metavar="DURATION",
+                       help="wait after a page loaded, before behaviors and screenshots")
+    group.add_argument("--wait-until", metavar="A,B", help=f"when a page is loaded: {', '.join(WAIT_UNTIL)}")
+    group.add_argument("--block-ads", action="store_true", help="do not load advertisements")
+    group.add_argument("--screenshot", metavar="A,B", help=f"screenshots to take: {', '.join(SCREENSHOTS)}")
+    group.add_argument("--lang", metavar="TAG", help="the browser's language, a BCP 47 tag such as de-DE")
+    group.add_argument("--profile", metavar="NAME", help="a browser profile of the org (archiver profile add)")
 
 
 def find_org(slug: str) -> Org:

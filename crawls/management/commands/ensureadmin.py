@@ -41,7 +41,7 @@ class Command(ArchiverCommand):
         self.stdout.write(
             f"Created the admin account: user '{username}'; its password is in "
             f"{password_file} (readable only by you: cat it). Change it with "
-            f"'python manage.py changepassword {username}'."
+            f"'archiver changepassword {username}'."
         )
 
 

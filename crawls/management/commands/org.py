@@ -143,7 +143,8 @@ def add_delete_parser(actions) -> None:
 
 
 def delete_org(slug: str) -> str:
-    """Delete an org with its schedules and webhooks; refused while any crawl belongs to it."""
+    """Delete an org with its schedules and webhooks; refused while a crawl or a browser
+    profile belongs to it."""
     org = Org.objects.filter(slug=slug).first()
     if org is None:
         raise CommandError(f"no org {slug!r} (see `archiver org list`)")
@@ -151,5 +152,9 @@ def delete_org(slug: str) -> str:
     if crawls:
         raise CommandError(f"org {slug} still has {crawls} crawl(s): delete them first "
                            f"(archiver delete ID), or keep the org")
+    profiles = org.browser_profiles.count()
+    if profiles:  # files of its own: removed one by one, by name
+        raise CommandError(f"org {slug} still has {profiles} browser profile(s): remove them first "
+                           f"(archiver profile remove NAME --org {slug})")
     org.delete()
     return f"deleted org {slug}"

@@ -19,13 +19,19 @@ from crawls.cli import (
 )
 from crawls.config import shown
 from crawls.lease import db_now
-from crawls.management.commands.add import SCOPES, check_tags, find_org
+from crawls.management.commands.add import (
+    BROWSER_OPTIONS,
+    SCOPES,
+    add_browser_arguments,
+    check_tags,
+    find_org,
+)
 from crawls.models import Schedule
 from crawls.validation import check_cron_text
 
 CONFIG_OPTIONS = (
     "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include", "exclude",
-    "workers", "scale",
+    "workers", "scale", *BROWSER_OPTIONS,
 )
 
 
@@ -47,6 +53,7 @@ class Command(ArchiverCommand):
         adder.add_argument("--exclude", action="append", default=[], metavar="RX")
         adder.add_argument("--workers", type=int_arg, default=1)
         adder.add_argument("--scale", type=int_arg, default=1)
+        add_browser_arguments(adder)
         adder.add_argument("--org", default="default", metavar="SLUG")
         adder.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")
         lister = actions.add_parser("list", help="schedules with their next run and last crawl")

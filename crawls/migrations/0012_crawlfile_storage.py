@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('crawls', '0009_list_indexes'),
+        ('crawls', '0011_browser_profile'),
     ]
 
     operations = [

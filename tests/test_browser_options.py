@@ -1,0 +1,265 @@
+"""Browser options (--behaviors ... --profile): one set of rules for `add`, `schedule add`, the
+admin's forms and CrawlConfig.parse, refused with one sentence when the configured crawler
+fetches over HTTP only, and turned into the real crawler's flags when it drives a browser."""
+
+from __future__ import annotations
+
+import html
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+from django.utils import timezone
+
+from archiver import conf
+from archiver.conf import Settings
+from archiver.errors import ConfigError
+from crawls.config import CrawlConfig
+from crawls.models import Crawl, Org, Schedule
+from crawls.profiles import add_profile
+from tests.profile_tars import good_profile
+
+pytestmark = pytest.mark.django_db
+
+HTTP_ONLY = ("needs a browser crawler; the configured crawler archiver/crawler:0.1.0 fetches over "
+             "HTTP only (set ARCHIVER_CRAWLER_IMAGE to a browsertrix-crawler image)")
+# option, its value on the command line, the CrawlConfig field, the value the API sends
+OPTIONS = [
+    ("--behaviors", "autoscroll,autoplay", "behaviors", ["autoscroll", "autoplay"]),
+    ("--page-load-timeout", "2m", "page_load_timeout", 120),
+    ("--post-load-delay", "5", "post_load_delay", 5),
+    ("--wait-until", "domcontentloaded,networkidle0", "wait_until", ["domcontentloaded", "networkidle0"]),
+    ("--block-ads", None, "block_ads", True),
+    ("--screenshot", "fullPage", "screenshot", ["fullPage"]),
+    ("--lang", "pt-BR", "lang", "pt-BR"),
+    ("--profile", "login", "profile", "login"),
+]
+
+
+@pytest.fixture
+def crawler_kind(monkeypatch, tmp_path):
+    """Set ARCHIVER_CRAWLER_KIND for the test (and a data dir of its own)."""
+    monkeypatch.setenv("ARCHIVER_DATA_DIR", str(tmp_path))
+
+    def use(kind: str) -> None:
+        monkeypatch.setenv("ARCHIVER_CRAWLER_KIND", kind)
+        conf.get.cache_clear()
+
+    use("auto")
+    yield use
+    conf.get.cache_clear()
+
+
+def refusal(*args) -> str:
+    with pytest.raises(CommandError) as refused:
+        call_command(*args, stdout=StringIO(), stderr=StringIO())
+    return str(refused.value)
+
+
+def cli_args(option: str, value: str | None) -> list[str]:
+    return [option] if value is None else [option, value]
+
+
+# --- which crawler -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("values", "browser"), [
+    ({}, False),
+    ({"crawler_image": "webrecorder/browsertrix-crawler:1.14.1"}, True),
+    ({"crawler_image": "registry.local:5000/webrecorder/browsertrix-crawler@sha256:ab12"}, True),
+    ({"crawler_image": "browsertrix/archiver-crawler:1"}, False),  # only the image's own name counts
+    ({"crawler_image": "my/crawler:1", "crawler_kind": "browsertrix"}, True),
+    ({"crawler_image": "webrecorder/browsertrix-crawler:1", "crawler_kind": "archiver"}, False),
+    ({"launcher": "local"}, False),
+    ({"launcher": "local", "local_crawler_command": ("node", "/opt/browsertrix-crawler/dist/main.js")}, True),
+    ({"launcher": "local", "crawler_image": "webrecorder/browsertrix-crawler:1"}, False),
+])
+def test_the_crawler_kind_comes_from_the_setting_or_the_crawler_s_name(values, browser):
+    assert Settings(**values).browser_crawler() is browser
+
+
+def test_a_bad_crawler_kind_stops_every_command():
+    with pytest.raises(ConfigError, match="ARCHIVER_CRAWLER_KIND"):
+        conf.from_environ({"ARCHIVER_CRAWLER_KIND": "chrome"})
+
+
+# --- archiver's own crawler refuses every browser option ------------------------------------------
+
+
+@pytest.mark.parametrize(("option", "value", "field", "api_value"), OPTIONS)
+def test_an_http_only_crawler_refuses_each_option_with_one_sentence(crawler_kind, option, value, field,
+                                                                    api_value):
+    assert refusal("add", "https://example.com/", *cli_args(option, value)) == f"{option} {HTTP_ONLY}"
+    with pytest.raises(ConfigError) as refused:
+        CrawlConfig.parse(seeds=["https://example.com/"], **{field: api_value})
+    assert str(refused.value) == f"{field}: {HTTP_ONLY}"
+    assert refusal("schedule", "add", "0 3 * * *", "https://example.com/",
+                   *cli_args(option, value)) == f"{option} {HTTP_ONLY}"
+    assert not Crawl.objects.exists() and not Schedule.objects.exists()
+
+
+def test_the_refusal_names_the_configured_image_and_the_local_command(crawler_kind, monkeypatch):
+    monkeypatch.setenv("ARCHIVER_CRAWLER_IMAGE", "example/http-crawler:2")
+    crawler_kind("auto")
+    assert "the configured crawler example/http-crawler:2 fetches" in refusal(
+        "add", "https://example.com/", "--block-ads")
+    monkeypatch.setenv("ARCHIVER_LAUNCHER", "local")
+    crawler_kind("auto")
+    assert "the configured crawler archiver-crawler (local) fetches" in refusal(
+        "add", "https://example.com/", "--block-ads")
+
+
+def test_a_stored_crawl_stays_readable_whatever_crawler_is_configured_later(crawler_kind):
+    crawler_kind("browsertrix")
+    call_command("add", "https://example.com/", "--block-ads", "--lang", "de", stdout=StringIO())
+    crawler_kind("archiver")
+    crawl = Crawl.objects.get()
+    assert crawl.crawl_config.block_ads and crawl.launch_config().lang == "de"
+
+
+def test_crawls_without_browser_options_store_no_browser_keys(crawler_kind):
+    call_command("add", "https://example.com/", stdout=StringIO())
+    assert not {"behaviors", "block_ads", "profile", "lang"} & set(Crawl.objects.get().config)
+
+
+# --- a browser crawler takes them --------------------------------------------------------------
+
+
+def test_a_browser_crawler_takes_every_option_and_stores_it(crawler_kind, tmp_path):
+    crawler_kind("browsertrix")
+    add_profile(Org.objects.get(slug="default"), "login", good_profile(tmp_path / "p.tar.gz"), tmp_path,
+                timezone.now())
+    args = [arg for option, value, *_ in OPTIONS for arg in cli_args(option, value)]
+    out = StringIO()
+    call_command("add", "https://example.com/", *args, stdout=out)
+    crawl = Crawl.objects.get(pk=out.getvalue().strip())
+    assert {field: crawl.config[field] for _, _, field, _ in OPTIONS} == {
+        field: value for _, _, field, value in OPTIONS}
+    assert crawl.crawl_config.browser_args() == [
+        "--behaviors", "autoscroll,autoplay", "--pageLoadTimeout", "120", "--postLoadDelay", "5",
+        "--waitUntil", "domcontentloaded,networkidle0", "--blockAds", "--screenshot", "fullPage",
+        "--lang", "pt-BR",
+    ]  # --profile: the launcher adds where the file is
+    schedule_out = StringIO()
+    call_command("schedule", "add", "0 3 * * *", "https://example.com/", *args, stdout=schedule_out)
+    assert Schedule.objects.get().config == crawl.config
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--behaviors", "autoscroll,scrollAll"],
+     "--behaviors: 'scrollAll' is not a behavior (one of autoscroll, autoplay, autofetch, autoclick, siteSpecific)"),
+    (["--behaviors", ""], "--behaviors: '' is not a behavior"),
+    (["--wait-until", "idle"], "--wait-until: 'idle' is not a page load condition (one of load, domcontentloaded, "
+                               "networkidle0, networkidle2)"),
+    (["--screenshot", "full"], "--screenshot: 'full' is not a screenshot kind"),
+    (["--lang", "english"], "--lang: 'english' is not a BCP 47 language tag (such as en, de-DE or pt-BR)"),
+    (["--lang", "de_DE"], "--lang: 'de_DE' is not a BCP 47 language tag"),
+    (["--page-load-timeout", "0"], "--page-load-timeout 0: must be from 1 to 3600"),
+    (["--page-load-timeout", "2h"], "--page-load-timeout 7200: must be from 1 to 3600"),
+    (["--post-load-delay", "-1"], "--post-load-delay -1: must be from 0 to 3600"),
+    (["--profile", "../etc"], "--profile: '../etc' is not a profile name"),
+    (["--profile", "nope"], "no browser profile 'nope' in org 'default' (add it with: archiver profile add nope "
+                            "FILE --org default)"),
+])
+def test_a_browser_crawler_still_refuses_bad_values(crawler_kind, args, message):
+    crawler_kind("browsertrix")
+    assert refusal("add", "https://example.com/", *args).startswith(message)
+    assert not Crawl.objects.exists()
+
+
+def test_api_style_values_take_lists_or_comma_text_and_drop_repeats(crawler_kind):
+    crawler_kind("browsertrix")
+    config = CrawlConfig.parse(seeds=["https://example.com/"], behaviors="autoscroll, autoscroll,autoplay",
+                               wait_until=["load", "load"], screenshot="view")
+    assert (config.behaviors, config.wait_until, config.screenshot) == (
+        ["autoscroll", "autoplay"], ["load"], ["view"])
+    for values, words in [({"behaviors": []}, "give at least one behavior"),
+                          ({"behaviors": [1]}, "behaviors.0: Input should be a valid string"),
+                          ({"lang": 5}, "lang: Input should be a valid string"),
+                          ({"page_load_timeout": "soon"}, "page_load_timeout: Input should be a valid integer")]:
+        with pytest.raises(ConfigError, match=words):
+            CrawlConfig.parse(seeds=["https://example.com/"], **values)
+
+
+# --- the admin's forms ---------------------------------------------------------------------------
+
+
+def crawl_form(org: Org, **values) -> dict:
+    return {"seeds": "https://example.com/", "org": org.pk, "scope_type": "prefix", "depth": "-1",
+            "extra_hops": "0", "workers": "1", "scale": "1", "tags": "", **values}
+
+
+FORM_VALUES = {"behaviors": "autoscroll,autoplay", "page_load_timeout": "2m", "post_load_delay": "5",
+               "wait_until": "domcontentloaded,networkidle0", "block_ads": "on", "screenshot": "fullPage",
+               "lang": "pt-BR", "profile": "login"}
+
+
+@pytest.mark.usefixtures("admin_settings")
+@pytest.mark.parametrize(("option", "value", "field", "api_value"), OPTIONS)
+def test_the_admin_form_refuses_each_option_for_an_http_only_crawler(crawler_kind, admin_client, option,
+                                                                     value, field, api_value):
+    org = Org.objects.get(slug="default")
+    response = admin_client.post(reverse("admin:crawls_crawl_add"), crawl_form(org, **{field: FORM_VALUES[field]}))
+    assert response.status_code == 200
+    page = html.unescape(response.content.decode())
+    assert f'<ul class="errorlist" id="id_{field}_error"><li>{HTTP_ONLY}</li>' in page
+    assert not Crawl.objects.exists()
+
+
+@pytest.mark.usefixtures("admin_settings")
+def test_the_admin_form_takes_them_for_a_browser_crawler_and_shows_them_again(crawler_kind, admin_client,
+                                                                              tmp_path):
+    crawler_kind("browsertrix")
+    org = Org.objects.get(slug="default")
+    response = admin_client.post(reverse("admin:crawls_crawl_add"), crawl_form(org, **FORM_VALUES))
+    assert response.status_code == 200  # no profile "login" yet
+    page = html.unescape(response.content.decode())
+    assert '<ul class="errorlist" id="id_profile_error"><li>no browser profile \'login\' in org' in page
+    add_profile(org, "login", good_profile(tmp_path / "p.tar.gz"), tmp_path, timezone.now())
+    response = admin_client.post(reverse("admin:crawls_crawl_add"), crawl_form(org, **FORM_VALUES))
+    assert response.status_code == 302, html.unescape(response.content.decode())[:3000]
+    crawl = Crawl.objects.get()
+    assert {field: crawl.config[field] for _, _, field, _ in OPTIONS} == {
+        field: value for _, _, field, value in OPTIONS}
+    again = admin_client.get(reverse("admin:crawls_crawl_add"), {"from": crawl.pk}).content.decode()
+    for text in ('value="autoscroll,autoplay"', 'value="2m"', 'value="pt-BR"', 'value="login"'):
+        assert text in again
+    assert re.search(r'<input type="checkbox" name="block_ads"[^>]* checked', again)
+
+
+@pytest.mark.usefixtures("admin_settings")
+def test_the_admin_form_refuses_bad_values_in_the_cli_s_words(crawler_kind, admin_client):
+    crawler_kind("browsertrix")
+    org = Org.objects.get(slug="default")
+    cli = refusal("add", "https://example.com/", "--wait-until", "idle").split(": ", 1)[1]
+    response = admin_client.post(reverse("admin:crawls_crawl_add"), crawl_form(org, wait_until="idle"))
+    assert f'<ul class="errorlist" id="id_wait_until_error"><li>{cli}</li>' in html.unescape(
+        response.content.decode())
+    assert not Crawl.objects.exists()
+
+
+def test_a_zero_post_load_delay_is_an_option_given(crawler_kind):
+    assert refusal("add", "https://example.com/", "--post-load-delay", "0") == f"--post-load-delay {HTTP_ONLY}"
+    crawler_kind("browsertrix")
+    config = CrawlConfig.parse(seeds=["https://example.com/"], post_load_delay=0)
+    assert config.model_dump(mode="json")["post_load_delay"] == 0
+    assert config.browser_args() == ["--postLoadDelay", "0"]
+
+
+@pytest.mark.usefixtures("admin_settings")
+def test_the_schedule_form_has_the_browser_options_too(crawler_kind, admin_client, tmp_path):
+    org = Org.objects.get(slug="default")
+    form = {"org": org.pk, "cron": "0 3 * * *", "seeds": "https://example.com/", "scope_type": "prefix",
+            "enabled": "on", "behaviors": "autoscroll", "block_ads": "on", "profile": "login"}
+    response = admin_client.post(reverse("admin:crawls_schedule_add"), form)
+    page = html.unescape(response.content.decode())
+    assert f'<ul class="errorlist" id="id_behaviors_error"><li>{HTTP_ONLY}</li>' in page
+    assert not Schedule.objects.exists()
+    crawler_kind("browsertrix")
+    add_profile(org, "login", good_profile(tmp_path / "p.tar.gz"), tmp_path, timezone.now())
+    response = admin_client.post(reverse("admin:crawls_schedule_add"), form)
+    assert response.status_code == 302, html.unescape(response.content.decode())[:3000]
+    config = Schedule.objects.get().config
+    assert (config["behaviors"], config["block_ads"], config["profile"]) == (["autoscroll"], True, "login")

@@ -1,0 +1,115 @@
+"""scripts/lib/python.sh: which Python scripts/start.sh and scripts/test.sh build .venv with.
+
+The finder runs in bash with a PATH holding only stub interpreters: shell scripts that
+print a version, fail like a pyenv shim whose version is not selected, or lack ensurepip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LIB = REPO / "scripts" / "lib" / "python.sh"
+BASH = shutil.which("bash") or "/bin/bash"
+
+# What a stub does: print this version, or "broken" (exit 127, as a pyenv shim does).
+STUB = """#!{bash}
+case "$*" in *ensurepip*) exit {ensurepip_rc};; esac
+{body}
+"""
+
+
+def stubs(folder: Path, versions: dict[str, str], no_ensurepip: tuple[str, ...] = ()) -> Path:
+    folder.mkdir(exist_ok=True)
+    for name, version in versions.items():
+        body = ('echo "pyenv: $0: command not found" >&2; exit 127' if version == "broken"
+                else f"echo {version}")
+        script = folder / name
+        script.write_text(STUB.format(bash=BASH, body=body,
+                                      ensurepip_rc=1 if name in no_ensurepip else 0))
+        script.chmod(0o755)
+    return folder
+
+
+def finder(path: Path | str, call: str = "find_python", **env) -> subprocess.CompletedProcess:
+    return subprocess.run([BASH, "-c", f'source "$0" && {call}', str(LIB)],
+                          env={"PATH": str(path), **env}, capture_output=True, text=True,
+                          timeout=30)
+
+
+CHOICES = {
+    "the newest listed first": ({"python3.13": "3.13", "python3.12": "3.12", "python3.11": "3.11",
+                                 "python3": "3.11"}, "python3.13"),
+    "a broken pyenv shim is passed over": ({"python3.13": "broken", "python3.12": "broken",
+                                             "python3.11": "3.11"}, "python3.11"),
+    "python3 when it is recent": ({"python3": "3.12"}, "python3"),
+    "a future 3.x": ({"python3": "3.14"}, "python3"),
+    "a future 4.0": ({"python3": "4.0"}, "python3"),
+    "a name that lies is judged by its version": ({"python3.12": "3.10", "python3": "3.11"},
+                                                  "python3"),
+}
+
+
+@pytest.mark.parametrize(("versions", "chosen"), CHOICES.values(), ids=CHOICES.keys())
+def test_the_first_interpreter_that_is_3_11_or_newer_is_chosen(tmp_path, versions, chosen):
+    result = finder(stubs(tmp_path / "bin", versions))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{chosen}\n"
+    assert result.stderr == ""
+
+
+def test_when_none_is_recent_enough_it_says_what_it_found_and_what_to_install(tmp_path):
+    # 3.9 is older than 3.11, though "3.9" > "3.11" as text.
+    result = finder(stubs(tmp_path / "bin", {"python3.11": "broken", "python3": "3.9"}))
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert "archiver needs Python 3.11 or newer, and found only python3.11 (does not run), " \
+           "python3 (3.9)" in result.stderr
+    assert "apt-get install python3 python3-venv" in result.stderr
+    assert "ARCHIVER_PYTHON=" in result.stderr
+
+
+def test_with_no_python_at_all_it_names_what_it_looked_for(tmp_path):
+    result = finder(stubs(tmp_path / "bin", {}))
+    assert result.returncode == 1
+    assert "found none of python3.13 python3.12 python3.11 python3 on PATH" in result.stderr
+    assert "Install one" in result.stderr
+
+
+def test_archiver_python_is_used_when_recent_and_refused_when_not(tmp_path):
+    folder = stubs(tmp_path / "bin", {"python3.13": "3.13", "old": "3.10", "mine": "3.12",
+                                      "dead": "broken"})
+    chosen = finder(folder, ARCHIVER_PYTHON=str(folder / "mine"))
+    assert (chosen.returncode, chosen.stdout) == (0, f"{folder / 'mine'}\n")
+    old = finder(folder, ARCHIVER_PYTHON=str(folder / "old"))
+    assert old.returncode == 1
+    assert old.stderr == f"ARCHIVER_PYTHON={folder / 'old'} is Python 3.10; archiver needs 3.11 or newer\n"
+    dead = finder(folder, ARCHIVER_PYTHON=str(folder / "dead"))
+    assert dead.returncode == 1
+    assert "does not run as a Python interpreter" in dead.stderr
+
+
+def test_a_python_without_ensurepip_names_its_venv_package(tmp_path):
+    folder = stubs(tmp_path / "bin", {"python3": "3.12", "python3.13": "3.13"},
+                   no_ensurepip=("python3",))
+    missing = finder(folder, "venv_package_missing python3")
+    assert (missing.returncode, missing.stdout) == (0, "python3.12-venv\n")
+    ready = finder(folder, "venv_package_missing python3.13")
+    assert (ready.returncode, ready.stdout) == (1, "")
+
+
+def test_this_machine_has_a_suitable_interpreter_and_the_scripts_use_the_finder():
+    result = finder(os.environ["PATH"])
+    assert result.returncode == 0, result.stderr
+    version = subprocess.run([result.stdout.strip(), "-c", "import sys; print(sys.version_info >= (3, 11))"],
+                             capture_output=True, text=True, check=True).stdout
+    assert version == "True\n"
+    for script in ("start.sh", "test.sh"):
+        text = (REPO / "scripts" / script).read_text()
+        assert 'source "$' in text and "lib/python.sh" in text
+        assert "python3.11 -m" not in text and ":-python3.11" not in text
