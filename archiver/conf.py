@@ -7,6 +7,7 @@ Library code calls `get()` at run time, never at import time.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import ipaddress
 import json
@@ -19,7 +20,15 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from archiver_crawler.netpolicy import parse_networks, split_networks
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from archiver.errors import ConfigError
 
@@ -50,9 +59,47 @@ ENV = {
     "crawl_log_mb": "ARCHIVER_CRAWL_LOG_MB",
     "swarm_constraints": "ARCHIVER_SWARM_CONSTRAINTS",
     "swarm_org_constraints": "ARCHIVER_SWARM_ORG_CONSTRAINTS",
+    "storage_url": "ARCHIVER_STORAGE_URL",
+    "storage_endpoint": "ARCHIVER_STORAGE_ENDPOINT",
+    "storage_region": "ARCHIVER_STORAGE_REGION",
+    "storage_access_key": "ARCHIVER_STORAGE_ACCESS_KEY",
+    "storage_secret_key": "ARCHIVER_STORAGE_SECRET_KEY",
+    "storage_crawler_access_key": "ARCHIVER_STORAGE_CRAWLER_ACCESS_KEY",
+    "storage_crawler_secret_key": "ARCHIVER_STORAGE_CRAWLER_SECRET_KEY",
     "redis_bind": "ARCHIVER_REDIS_BIND",
     "redis_public_url": "ARCHIVER_REDIS_PUBLIC_URL",
 }
+# Their values are never repeated in an error message (nor anywhere else).
+SECRET_VARIABLES = {"ARCHIVER_STORAGE_ACCESS_KEY", "ARCHIVER_STORAGE_SECRET_KEY",
+                    "ARCHIVER_STORAGE_CRAWLER_ACCESS_KEY", "ARCHIVER_STORAGE_CRAWLER_SECRET_KEY"}
+# An S3 bucket name (the rules every S3-compatible server shares) and a key prefix of plain
+# path components, so a crawl's objects are always `<prefix>/<crawl id>/<name>`.
+BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}(/[A-Za-z0-9][A-Za-z0-9._-]{0,100}){0,9}")
+
+
+@dataclasses.dataclass(frozen=True)
+class S3Target:
+    """Where archives go when ARCHIVER_STORAGE_URL is s3://bucket/prefix. The keys are
+    excluded from repr(), so a logged or printed target never shows them."""
+
+    endpoint: str  # scheme://host[:port], no path: path-style addressing puts the bucket first
+    bucket: str
+    prefix: str  # "" or "a/b" (no slash at either end)
+    region: str
+    access_key: str = dataclasses.field(repr=False)
+    secret_key: str = dataclasses.field(repr=False)
+    crawler_access_key: str = dataclasses.field(repr=False)
+    crawler_secret_key: str = dataclasses.field(repr=False)
+
+    @property
+    def root(self) -> str:
+        """What CrawlFile.root says for an object of this bucket (its `path` is the key)."""
+        return f"s3://{self.bucket}"
+
+    def crawl_prefix(self, crawl_id: str) -> str:
+        """The keys of one crawl's objects start with this."""
+        return f"{self.prefix}/{crawl_id}/" if self.prefix else f"{crawl_id}/"
 
 # A Swarm placement constraint: `node.labels.zone==eu`, `node.role!=manager` ...
 CONSTRAINT = re.compile(r"[A-Za-z0-9_.-]+ *(==|!=) *[^\s,]+")
@@ -95,6 +142,17 @@ class Settings(BaseModel):
     # Placement constraints of every Swarm service, and more per org (by slug).
     swarm_constraints: tuple[str, ...] = ()
     swarm_org_constraints: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    # Where kept archives go: unset = archives/ in the data dir; s3://bucket/prefix = that bucket
+    # (docs/storage.md). The endpoint, region and keys only matter for s3://.
+    storage_url: str | None = None
+    storage_endpoint: str | None = None
+    storage_region: str = Field(default="us-east-1", pattern=r"^[a-z0-9-]{1,40}$")
+    storage_access_key: SecretStr | None = None
+    storage_secret_key: SecretStr | None = None
+    # Keys handed to crawlers (which run whatever the web sends): by default the ones above;
+    # give keys that may only write under the prefix to keep a hijacked crawler from the rest.
+    storage_crawler_access_key: SecretStr | None = None
+    storage_crawler_secret_key: SecretStr | None = None
     # Where the embedded Redis listens: crawlers on other hosts (a swarm) need an address
     # they can reach. Every connection needs a password; crawls log in as their own user.
     redis_bind: tuple[str, ...] = ("127.0.0.1",)
@@ -199,6 +257,70 @@ class Settings(BaseModel):
             raise ValueError('must be a JSON object of org slugs (try {"org-slug": ["node.labels.zone==eu"]})')
         return {str(slug): constraints(rules) for slug, rules in value.items()}
 
+    @field_validator("storage_url")
+    @classmethod
+    def _storage_url(cls, value: str | None, info) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith("s3://"):
+            # A local path other than the data dir is not supported yet: archives/ in the data
+            # dir may itself be a mount of another disk (docs/storage.md).
+            data_dir = info.data.get("data_dir")
+            if data_dir is not None and Path(value).expanduser().resolve() == data_dir:
+                return None
+            raise ValueError("must be s3://bucket[/prefix], or unset (archives in the data dir)")
+        bucket, _, prefix = value.removeprefix("s3://").partition("/")
+        if not BUCKET.fullmatch(bucket) or ".." in bucket:
+            raise ValueError(f"{bucket!r} is not an S3 bucket name (3-63 of a-z 0-9 . -)")
+        prefix = prefix.strip("/")
+        if prefix and not PREFIX.fullmatch(prefix):
+            raise ValueError(f"the prefix {prefix!r} must be path components of A-Z a-z 0-9 . _ -")
+        return f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
+
+    @field_validator("storage_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        try:
+            port_ok = parts.port is None or parts.port > 0
+        except ValueError:
+            port_ok = False
+        if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok \
+                or parts.path.strip("/") or parts.query or parts.username or parts.password:
+            raise ValueError("must be http(s)://host[:port], with no path, query or credentials")
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @model_validator(mode="after")
+    def _storage_complete(self) -> Settings:
+        if self.storage_url is None:
+            return self
+        missing = [ENV[name] for name in ("storage_endpoint", "storage_access_key", "storage_secret_key")
+                   if not getattr(self, name)]
+        if missing:
+            raise ValueError(f"ARCHIVER_STORAGE_URL={self.storage_url} needs {', '.join(missing)}")
+        if bool(self.storage_crawler_access_key) != bool(self.storage_crawler_secret_key):
+            raise ValueError("ARCHIVER_STORAGE_CRAWLER_ACCESS_KEY and "
+                             "ARCHIVER_STORAGE_CRAWLER_SECRET_KEY go together")
+        return self
+
+    @property
+    def s3(self) -> S3Target | None:
+        """The bucket archives go to; None when they stay in the data dir."""
+        if self.storage_url is None:
+            return None
+        bucket, _, prefix = self.storage_url.removeprefix("s3://").partition("/")
+        access, secret = self.storage_access_key, self.storage_secret_key
+        crawler_access = self.storage_crawler_access_key or access
+        crawler_secret = self.storage_crawler_secret_key or secret
+        return S3Target(
+            endpoint=self.storage_endpoint, bucket=bucket, prefix=prefix, region=self.storage_region,
+            access_key=access.get_secret_value(), secret_key=secret.get_secret_value(),
+            crawler_access_key=crawler_access.get_secret_value(),
+            crawler_secret_key=crawler_secret.get_secret_value(),
+        )
+
     @property
     def docker_call_timeout(self) -> float:
         return self.docker_timeout or min(5.0, self.lease_seconds / 3)
@@ -301,8 +423,12 @@ def from_environ(environ: dict[str, str] | None = None) -> Settings:
         return Settings(**values)
     except ValidationError as exc:
         error = exc.errors()[0]
-        variable = ENV.get(str(error["loc"][0]), str(error["loc"][0])) if error["loc"] else "?"
-        raise ConfigError(f"{variable}: {error['msg']} (got {shown(environ.get(variable))!r})") from None
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if not error["loc"]:  # a rule across settings: its message names them
+            raise ConfigError(message) from None
+        variable = ENV.get(str(error["loc"][0]), str(error["loc"][0]))
+        got = "not shown: a secret" if variable in SECRET_VARIABLES else repr(shown(environ.get(variable)))
+        raise ConfigError(f"{variable}: {message} (got {got})") from None
 
 
 def shown(value: str | None) -> str | None:

@@ -1,5 +1,10 @@
 """Serving a crawl's archive files to the admin, with HTTP Range requests.
 
+An archive in object storage is streamed through this view (GetObject with the same Range),
+not redirected to a presigned URL: the admin's login and permissions then guard every byte,
+the bucket stays private and needs no CORS rule for ReplayWeb.page's service worker, and the
+browser never needs to reach the storage endpoint (often an address only the hosts see).
+
 ReplayWeb.page reads a WACZ in pieces (its index first, then the records a page needs),
 so a download answers `Range: bytes=...` with 206 and Content-Range. The file is opened
 through retention's guard (inside the data dir, not a symbolic link) and with O_NOFOLLOW,
@@ -15,6 +20,8 @@ from pathlib import Path
 
 from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
 
+from archiver import conf
+from crawls import storage
 from crawls.retention import UnsafePath, inside
 
 CHUNK = 256 * 1024
@@ -82,6 +89,37 @@ def serve_archive(request, root: Path, relative: str, filename: str) -> HttpResp
                                          content_type=WACZ_TYPE)
         response["Content-Range"] = f"bytes {first}-{last}/{size}"
         response["Content-Length"] = str(last - first + 1)
+    response["Accept-Ranges"] = "bytes"
+    response["Cache-Control"] = "private, no-store"
+    return response
+
+
+def serve_object(request, crawl_file, filename: str) -> HttpResponse:
+    """An archive kept in the bucket, streamed with Range (HEAD for its size, then GetObject
+    with the range asked for). 404 if it is gone, 503 if the store does not answer."""
+    store = storage.object_store(conf.get())
+    if store is None or store.target.root != crawl_file.root:
+        raise Http404("this archive is in a bucket ARCHIVER_STORAGE_URL does not name")
+    try:
+        size = store.head(crawl_file.path)
+        if size is None:
+            raise Http404("this archive is not in its bucket")
+        wanted = byte_range(request.headers.get("Range", ""), size) if "Range" in request.headers else None
+        if wanted == "unsatisfiable":
+            response = HttpResponse(status=416)
+            response["Content-Range"] = f"bytes */{size}"
+            response["Accept-Ranges"] = "bytes"
+            return response
+        first, last = wanted or (0, size - 1)
+        body = store.read(crawl_file.path, first, last) if size else iter(())
+    except storage.StorageError as exc:
+        return HttpResponse(f"{exc}\n", status=503, content_type="text/plain")
+    response = StreamingHttpResponse(body, status=206 if wanted else 200, content_type=WACZ_TYPE)
+    response["Content-Length"] = str(last - first + 1 if size else 0)
+    if wanted:
+        response["Content-Range"] = f"bytes {first}-{last}/{size}"
+    else:
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
     response["Accept-Ranges"] = "bytes"
     response["Cache-Control"] = "private, no-store"
     return response

@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from archiver import conf
 from archiver.errors import NotAllowed
-from crawls import wake
-from crawls.admin_files import serve_archive
+from crawls import storage, wake
+from crawls.admin_files import serve_archive, serve_object
 from crawls.admin_forms import CrawlForm, config_initial
 from crawls.cli import age, duration
 from crawls.config import human_size
@@ -233,6 +233,8 @@ def live(modeladmin, request):
 def download(modeladmin, request, pk: str, file_pk: int, name: str):
     require(request, "view")
     crawl_file = get_object_or_404(CrawlFile, pk=file_pk, crawl_id=pk)
+    if storage.is_object(crawl_file):
+        return serve_object(request, crawl_file, file_name(crawl_file))
     return serve_archive(request, conf.get().data_dir.resolve(), crawl_file.path, file_name(crawl_file))
 
 

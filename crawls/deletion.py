@@ -1,8 +1,8 @@
 """Delete one finished crawl with its files, on request (`archiver delete ID`, the admin).
 
-Active crawls are refused: a crawler may still write to their folder. Files go first,
-through retention's guards (inside the data dir, never through a symbolic link); the rows
-go only if the crawl is still final, and its archive bytes leave its org's `bytes_stored`.
+Active crawls are refused: a crawler may still write to their folder. Files go first:
+objects from their bucket, files on disk through retention's guards (inside the data dir,
+never through a symbolic link); the rows go only if the crawl is still final, and its archive bytes leave its org's `bytes_stored`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from django.db.models import Sum
 from archiver import conf
 from archiver.errors import NotAllowed
 from crawls.models import Crawl, CrawlStatus, Org
-from crawls.retention import delete_empty_folder, delete_file, delete_tree
+from crawls.retention import delete_all_files
+from crawls.storage import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -26,14 +27,9 @@ def delete_crawl(crawl: Crawl, settings: conf.Settings | None = None) -> list[st
     if crawl.status not in CrawlStatus.FINAL:
         raise NotAllowed(f"cannot delete crawl {crawl.short_id}: it is {crawl.status} "
                          f"(stop or cancel it first)")
-    root = settings.data_dir.resolve()
-    paths = list(crawl.files.values_list("path", flat=True))
     try:
-        for path in paths:
-            delete_file(root, path)
-        delete_empty_folder(root, root / "archives" / crawl.id)
-        delete_tree(root, settings.crawls_dir / crawl.id)
-    except OSError as exc:
+        paths = delete_all_files(crawl, settings)
+    except (OSError, StorageError) as exc:
         raise NotAllowed(f"could not delete the files of crawl {crawl.short_id}: {exc}") from None
     with transaction.atomic():
         size = crawl.files.aggregate(n=Sum("size"))["n"] or 0

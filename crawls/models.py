@@ -887,12 +887,14 @@ class Process(Leased):
 
 
 class CrawlFile(models.Model):
-    """An archive file a crawl produced, kept under the data dir."""
+    """An archive file a crawl produced, kept under a data dir or in a bucket (docs/storage.md)."""
 
     crawl = models.ForeignKey(Crawl, on_delete=models.CASCADE, related_name="files")
-    path = models.CharField(max_length=500, unique=True, help_text="Relative to the data dir.")
+    path = models.CharField(max_length=500, unique=True,
+                            help_text="Relative to the data dir, or the object's key in the bucket.")
     root = models.CharField(
-        max_length=500, blank=True, default="", help_text="The data dir holding it ('' = any runner's own)."
+        max_length=500, blank=True, default="",
+        help_text="The data dir holding it ('' = any runner's own), or s3://<bucket>.",
     )
     size = models.PositiveBigIntegerField()
     sha256 = models.CharField(max_length=64)

@@ -2,8 +2,10 @@
 
 Only finished crawls are ever deleted (never a queued, running, waiting or paused one).
 A file is deleted only if its path resolves inside the data dir and is not itself a
-symbolic link; anything else is logged and left alone. The crawl's rows go after its
-files, and the bytes of its archive files leave its org's `bytes_stored`.
+symbolic link; anything else is logged and left alone. Archives kept in object storage
+(docs/storage.md) are deleted from their bucket first; a store that refuses keeps the
+crawl. The crawl's rows go after its files, and the bytes of its archive files leave its
+org's `bytes_stored`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from django.db.models import Sum
 
 from archiver import conf
 from archiver.errors import ArchiverError
+from crawls import storage
 from crawls.models import Crawl, CrawlStatus, Org
 
 log = logging.getLogger(__name__)
@@ -47,13 +50,9 @@ def purge_expired(now: dt.datetime, batch: int = 100, settings: conf.Settings | 
 
 def purge(crawl: Crawl, now: dt.datetime, settings: conf.Settings) -> bool:
     """One crawl: its files, its working folder, then its rows; False if it was kept."""
-    root = settings.data_dir.resolve()
     try:
-        for crawl_file in crawl.files.all():
-            delete_file(root, crawl_file.path)
-        delete_empty_folder(root, root / "archives" / crawl.id)
-        delete_tree(root, settings.crawls_dir / crawl.id)
-    except OSError as exc:
+        delete_all_files(crawl, settings)
+    except (OSError, storage.StorageError) as exc:
         log.error("retention: could not delete the files of crawl %s, keeping it: %s", crawl.short_id, exc)
         return False
     with transaction.atomic():
@@ -67,6 +66,21 @@ def purge(crawl: Crawl, now: dt.datetime, settings: conf.Settings) -> bool:
     log.info("retention: deleted crawl %s (%s, finished %s)", crawl.short_id, crawl.status,
              crawl.finished_at.isoformat())
     return True
+
+
+def delete_all_files(crawl: Crawl, settings: conf.Settings) -> list[str]:
+    """A final crawl's archives (objects in the bucket first, then files under the data dir)
+    and its working folder; the paths and keys deleted. OSError or StorageError when one
+    could not be deleted: the caller keeps the crawl's rows, so a later pass tries again."""
+    root = settings.data_dir.resolve()
+    files = list(crawl.files.all())
+    storage.delete_objects(files, settings)
+    for crawl_file in files:
+        if not storage.is_object(crawl_file):
+            delete_file(root, crawl_file.path)
+    delete_empty_folder(root, root / "archives" / crawl.id)
+    delete_tree(root, settings.crawls_dir / crawl.id)
+    return [f.path for f in files]
 
 
 def inside(root: Path, relative: str | Path) -> Path:

@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import redis
@@ -33,7 +34,7 @@ from crawls.models import (
     page_loaded,
 )
 from crawls.profiles import profile_path
-from runner import archive, decide
+from runner import archive, decide, uploads
 from runner.decide import (
     FAILED_ATTEMPT,
     CancelTimeout,
@@ -375,12 +376,18 @@ def parse_log_line(line: str) -> dict | None:
 def keep_session(rt: Runtime, crawl: Crawl, process: Process, now: dt.datetime) -> None:
     """Keep what an ended instance archived, and forget it in its folder (docs/architecture.md):
     through the file boundary of runner/archive.py, its warnings in the crawl's log. The pages
-    its WACZ holds are named after the kept file."""
-    data_dir, limits = rt.settings.data_dir, archive.Limits.of(rt.settings)
-    kept, removed = archive.collect_session(data_dir, crawl, process, now, limits)
-    record_kept(rt, crawl, kept, now)
-    if kept.files:
-        name_pages(rt, crawl, kept.files[0], now)
+    its WACZ holds are named after the kept file (with object storage: the recorded object
+    whose SHA-256 the session's WACZ has, read before that WACZ is deleted)."""
+    if rt.settings.s3 is not None:
+        kept, removed = uploads.keep_uploaded(
+            rt, crawl, process, now, lambda key, entries: name_listed(rt, crawl, key, entries, now))
+        record_kept(rt, crawl, kept, now)
+    else:
+        data_dir, limits = rt.settings.data_dir, archive.Limits.of(rt.settings)
+        kept, removed = archive.collect_session(data_dir, crawl, process, now, limits)
+        record_kept(rt, crawl, kept, now)
+        if kept.files:
+            name_pages(rt, crawl, kept.files[0], now)
     for warning in removed.warnings if removed else ():
         rt.note(crawl, warning, "warning", now)
     if removed is not None and crawl.redis_db is not None:
@@ -394,15 +401,24 @@ def keep_session(rt: Runtime, crawl: Crawl, process: Process, now: dt.datetime) 
 def name_pages(rt: Runtime, crawl: Crawl, kept: CrawlFile, now: dt.datetime) -> None:
     """Snapshot.filename = the kept WACZ's name, for the pages its page lists hold. The
     crawler's own `filename` names its upload (`<timestamp>-<id>.wacz`) or a WARC, never a
-    file archiver keeps. What the session reported is read first, so its pages exist (only
-    from a crawl we hold: at start-up a crawl's Redis database may be another runner's)."""
+    file archiver keeps."""
+    limits = archive.Limits.of(rt.settings)
+    name_listed(rt, crawl, kept.path, archive.kept_pages(rt.settings.data_dir, kept, limits), now)
+
+
+def name_listed(rt: Runtime, crawl: Crawl, path: str, entries: Iterator[dict],
+                now: dt.datetime) -> None:
+    """Snapshot.filename = the last part of `path` (a kept file, or an object's key) for the
+    pages `entries` (a WACZ's page lists) name. What the session reported is read first, so
+    its pages exist (only from a crawl we hold: at start-up a crawl's Redis database may be
+    another runner's)."""
     held = rt.held.get(crawl.pk)
     if held is not None and crawl.redis_db is not None and not held.redis_down_since:
         with contextlib.suppress(redis.RedisError, ArchiverError):
             drain_rest(rt, crawl, now)
-    name, urls = kept.path.rsplit("/", 1)[-1], []
+    name, urls = path.rsplit("/", 1)[-1], []
     try:
-        for page in archive.kept_pages(rt.settings.data_dir, kept, archive.Limits.of(rt.settings)):
+        for page in entries:
             state = page.get("loadState")
             if isinstance(page.get("url"), str) and not (type(state) is int and state < PAGE_LOADED):
                 urls.append(page["url"])
@@ -410,7 +426,7 @@ def name_pages(rt: Runtime, crawl: Crawl, kept: CrawlFile, now: dt.datetime) -> 
                 set_filename(crawl, urls, name)
                 urls = []
     except (archive.Refused, OSError) as exc:
-        rt.note(crawl, f"cannot read the pages list of {kept.path}: {exc}", "warning", now)
+        rt.note(crawl, f"cannot read the pages list of {path}: {exc}", "warning", now)
     set_filename(crawl, urls, name)
 
 
@@ -562,6 +578,9 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
         disk_utilization=int(rt.settings.disk_threshold_percent),
         config=crawler_config(rt, crawl, now), org=crawl.org.slug,
         browser_args=tuple(config.browser_args()), profile=profile,
+        storage_env=uploads.crawler_env(rt.settings.s3, crawl.pk, process.hostname, process.pk)
+        if rt.settings.s3 else {},
+        report_key=uploads.reports_key(crawl.pk),
     )
     try:
         launched = rt.launcher.launch(spec)

@@ -65,7 +65,7 @@ import stat
 import struct
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +73,7 @@ from django.db import transaction
 
 from archiver.conf import Settings
 from archiver.errors import ArchiverError
+from crawls import storage
 from crawls.models import Crawl, CrawlFile, Process
 
 log = logging.getLogger(__name__)
@@ -374,11 +375,14 @@ def session_files(members: list[tuple[str, int]]) -> tuple[dict[tuple[str, str],
 # --- recording --------------------------------------------------------------------------------
 
 
-def record(crawl: Crawl, path: str, size: int, digest: str, now: dt.datetime) -> tuple[CrawlFile, bool]:
-    """The CrawlFile of `path`, created once with the org's bytes added in the same transaction."""
+def record(crawl: Crawl, path: str, size: int, digest: str, now: dt.datetime,
+           root: str = "") -> tuple[CrawlFile, bool]:
+    """The CrawlFile of `path`, created once with the org's bytes added in the same transaction
+    (`root`: s3://<bucket> for an object, whose `path` is then its key)."""
     with transaction.atomic():
         row, created = CrawlFile.objects.get_or_create(
-            path=path, defaults={"crawl": crawl, "size": size, "sha256": digest, "created_at": now})
+            path=path, defaults={"crawl": crawl, "size": size, "sha256": digest, "created_at": now,
+                                 "root": root})
         if created:
             crawl.org.add_bytes(size)
     return row, created
@@ -511,18 +515,63 @@ def forget_archived(data_dir: Path, crawl_id: str, instance: int, kept: CrawlFil
              f"folders (such as {refused[0][:100]!r}); ignored")
     try:
         with folder(data_dir, *collection_parts(crawl_id, instance)) as collection:
-            for sub in KEPT_FOLDERS:
-                names = {base: size for (top, base), size in wanted.items() if top == sub}
-                try:
-                    forget_in(collection, sub, names, removed, limits)
-                except Refused as exc:
-                    warn(crawl_id, removed.warnings, f"instance {instance}: {exc}")
-            removed.left_bytes = archive_bytes(collection, limits)
+            forget_members(collection, wanted, removed, limits, crawl_id, instance)
     except FileNotFoundError:
         pass
     except Refused as exc:
         warn(crawl_id, removed.warnings, f"instance {instance}: {exc}")
     return removed
+
+
+def forget_members(collection: int, wanted: dict, removed: Removed, limits: Limits,
+                   crawl_id: str, instance: int) -> None:
+    """Delete what `wanted` (session_files() of a kept WACZ) names in the collection; then
+    measure what archive/ still holds."""
+    for sub in KEPT_FOLDERS:
+        names = {base: size for (top, base), size in wanted.items() if top == sub}
+        try:
+            forget_in(collection, sub, names, removed, limits)
+        except Refused as exc:
+            warn(crawl_id, removed.warnings, f"instance {instance}: {exc}")
+    removed.left_bytes = archive_bytes(collection, limits)
+
+
+# Given a WACZ's SHA-256 and the entries of its page lists; it must read them at once (the
+# file is open only during the call) and handle Refused and OSError while reading them.
+PagesSeen = Callable[[str, Iterator[dict]], None]
+
+
+def forget_uploaded(data_dir: Path, crawl_id: str, instance: int, digests: set[str],
+                    limits: Limits = Limits(), pages: PagesSeen | None = None) -> Removed | None:
+    """With object storage: the session WACZ a crawler uploaded stays in its collection. When
+    its SHA-256 is one of `digests` (the crawl's recorded files), `pages` is given that
+    SHA-256 and the entries of its page lists (the only time they can be read: the bucket's
+    copy is not read back), what it holds is deleted from the collection as
+    forget_archived() does, and then the WACZ itself. None when there is no such WACZ, or it
+    was not recorded (then nothing is deleted: its WARCs are packed again by the next
+    session, or kept at the crawl's end)."""
+    name = f"{crawl_id}.wacz"
+    warnings: list[str] = []
+    try:
+        with folder(data_dir, *collection_parts(crawl_id, instance)) as collection:
+            with regular_file(collection, name, limits.file_bytes) as (fd, st):
+                if (digest := sha256_fd(fd, st.st_size)) not in digests:
+                    return None
+                if pages is not None:
+                    pages(digest, page_entries(fd, st.st_size, limits))
+                wanted, refused = session_files(zip_members(fd, st.st_size, limits))
+            removed = Removed(warnings=warnings)
+            if refused:
+                warn(crawl_id, warnings, f"instance {instance}'s WACZ lists {len(refused)} "
+                     f"entries outside its folders (such as {refused[0][:100]!r}); ignored")
+            forget_members(collection, wanted, removed, limits, crawl_id, instance)
+            remove_checked(collection, name, st)
+            return removed
+    except FileNotFoundError:
+        return None
+    except Refused as exc:
+        warn(crawl_id, warnings, f"instance {instance}'s uploaded WACZ: {exc}; nothing deleted")
+        return Removed(warnings=warnings) if warnings else None
 
 
 def held_by(data_dir: Path, kept: CrawlFile, limits: Limits) -> tuple[dict, list[str]]:
@@ -696,29 +745,36 @@ PAGE_LISTS = ("pages/pages.jsonl", "pages/extraPages.jsonl")
 
 def kept_pages(data_dir: Path, kept: CrawlFile, limits: Limits = Limits()) -> Iterator[dict]:
     """The entries (JSON objects) of a kept WACZ's page lists, read through the guard.
+    Refused or OSError when the file cannot be read (see page_entries)."""
+    parts = kept_parts(kept)
+    with folder(data_dir, *parts[:-1]) as archives, \
+            regular_file(archives, parts[-1], limits.file_bytes) as (fd, st):
+        yield from page_entries(fd, st.st_size, limits)
+
+
+def page_entries(fd: int, size: int, limits: Limits) -> Iterator[dict]:
+    """The entries of the page lists of the WACZ open at `fd` (of `size` bytes).
 
     The WACZ is ours, its content the crawler's: the zip directory is measured before it is
     parsed, at most `limits.pages_bytes` are decompressed and a line longer than
     `limits.page_line_bytes` ends the reading (Refused). Lines that are not JSON objects are
-    skipped. Refused or OSError when the file cannot be read.
+    skipped. The file's offset moves: callers read it by offset or not at all afterwards.
     """
-    parts, budget = kept_parts(kept), limits.pages_bytes
-    with folder(data_dir, *parts[:-1]) as archives, \
-            regular_file(archives, parts[-1], limits.file_bytes) as (fd, st):
-        names = {name for name, _size in zip_members(fd, st.st_size, limits)}
-        try:
-            with io.BufferedReader(io.FileIO(fd, closefd=False)) as raw, zipfile.ZipFile(raw) as wacz:
-                for member in (name for name in PAGE_LISTS if name in names):
-                    with wacz.open(member) as lines:
-                        while budget > 0 and (line := lines.readline(limits.page_line_bytes + 1)):
-                            budget -= len(line)
-                            if len(line) > limits.page_line_bytes:
-                                raise Refused(f"{member} has a line over {limits.page_line_bytes} bytes")
-                            if (entry := json_object(line)) is not None:
-                                yield entry
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, zlib.error,
-                struct.error, NotImplementedError) as exc:
-            raise Refused(f"not a readable zip ({exc})") from exc
+    budget = limits.pages_bytes
+    names = {name for name, _size in zip_members(fd, size, limits)}
+    try:
+        with io.BufferedReader(io.FileIO(fd, closefd=False)) as raw, zipfile.ZipFile(raw) as wacz:
+            for member in (name for name in PAGE_LISTS if name in names):
+                with wacz.open(member) as lines:
+                    while budget > 0 and (line := lines.readline(limits.page_line_bytes + 1)):
+                        budget -= len(line)
+                        if len(line) > limits.page_line_bytes:
+                            raise Refused(f"{member} has a line over {limits.page_line_bytes} bytes")
+                        if (entry := json_object(line)) is not None:
+                            yield entry
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, zlib.error,
+            struct.error, NotImplementedError) as exc:
+        raise Refused(f"not a readable zip ({exc})") from exc
 
 
 def json_object(line: bytes) -> dict | None:
@@ -728,8 +784,27 @@ def json_object(line: bytes) -> dict | None:
     return None
 
 
-def delete_files(data_dir: Path, crawl: Crawl) -> Removed:
-    """Cancel and retention only: remove the crawl's recorded files and their org bytes.
+def delete_object(crawl: Crawl, row: CrawlFile, objects, removed: Removed) -> None:
+    """An object in the bucket, then its row; the row stays when the store refuses (so a
+    later delete or retention pass can try again)."""
+    try:
+        if objects is None or objects.target.root != row.root:
+            raise storage.StorageError(f"{row.root}/{row.path} is in a bucket "
+                                       "ARCHIVER_STORAGE_URL does not name")
+        objects.delete(row.path)
+    except storage.StorageError as exc:
+        warn(crawl.pk, removed.warnings, f"deleting its files: {exc}; its record is kept")
+        return
+    removed.deleted += 1
+    with transaction.atomic():
+        if CrawlFile.objects.filter(pk=row.pk).delete()[0]:
+            crawl.org.add_bytes(-row.size)
+            removed.deleted_bytes += row.size
+
+
+def delete_files(data_dir: Path, crawl: Crawl, objects=None) -> Removed:
+    """Cancel and retention only: remove the crawl's recorded files and their org bytes
+    (objects in the bucket through `objects`, a crawls.storage.ObjectStore).
 
     Paths come from our rows and must be archives/<crawl>/<name>; anything else is not
     touched on disk (its row still goes: the crawl keeps nothing). A file is removed before
@@ -738,6 +813,9 @@ def delete_files(data_dir: Path, crawl: Crawl) -> Removed:
     """
     removed = Removed()
     for row in crawl.files.all():
+        if storage.is_object(row):
+            delete_object(crawl, row, objects, removed)
+            continue
         try:
             parts = kept_parts(row)
             with folder(data_dir, *parts[:-1]) as archives:
@@ -760,7 +838,7 @@ def delete_files(data_dir: Path, crawl: Crawl) -> Removed:
 
 __all__ = [
     "Kept", "Limits", "Refused", "Removed", "adopt_unrecorded", "archived_crawl_ids",
-    "collect_session", "collect_wacz", "delete_files", "folder", "forget_archived", "keep_leftovers",
-    "kept_pages",
+    "collect_session", "collect_wacz", "delete_files", "folder", "forget_archived",
+    "forget_uploaded", "keep_leftovers", "kept_pages",
     "read_tail", "regular_file", "sha256_fd", "write_config", "write_private",
 ]

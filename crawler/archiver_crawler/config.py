@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from archiver_crawler import __version__
 from archiver_crawler.errors import ConfigError
 from archiver_crawler.netpolicy import IPNetwork, parse_networks, split_networks
+from archiver_crawler.upload import Store, store_from_env
 
 SCOPE_TYPES = ("page", "page-spa", "prefix", "host", "domain", "any", "custom")
 COLLECTION_RE = re.compile(r"^[\w][\w-]*$")
@@ -66,6 +67,8 @@ class CrawlConfig:
     restarts_on_error: bool = False
     # Networks the crawl address policy opens (netpolicy.AddressPolicy); none by default.
     allow_networks: tuple[IPNetwork, ...] = ()
+    # Where each session's WACZ is uploaded (STORE_* environment variables); None: kept only.
+    store: Store | None = None
 
     @property
     def collection_dir(self) -> Path:
@@ -220,6 +223,7 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
         health_check_port=o.get("healthCheckPort"),
         restarts_on_error=bool(o.get("restartsOnError", False)),
         allow_networks=_networks(o.get("allowNetworks")),
+        store=store_from_env(env),
     )
 
 

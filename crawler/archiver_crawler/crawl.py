@@ -26,11 +26,12 @@ from redis.exceptions import RedisError
 
 from archiver_crawler import launch
 from archiver_crawler.config import CrawlConfig
-from archiver_crawler.errors import CrawlerError, ExitCode, RedisUnavailable
+from archiver_crawler.errors import CrawlerError, ExitCode, RedisUnavailable, UploadFailed
 from archiver_crawler.fetch import Fetched, Fetcher, FetchError, FetchRefused
 from archiver_crawler.links import extract_css, extract_html
 from archiver_crawler.scope import Seed, normalize_url
 from archiver_crawler.state import CrawlState, Outcome, QueueEntry, Settled
+from archiver_crawler.upload import interpolate, report, upload
 from archiver_crawler.wacz import build_wacz, warc_files
 from archiver_crawler.warc import WarcFile, safe_instance_id, warc_date, warc_instance
 
@@ -251,13 +252,29 @@ class Crawler:
         if write_wacz and self.config.generate_wacz and warc_files(self.collection_dir):
             await self.state.set_status("generate-wacz")
             main_page = self.seeds[0].url if self.seeds else None
-            await asyncio.to_thread(build_wacz, self.collection_dir, self.config.collection,
-                                    main_page)
+            wacz = await asyncio.to_thread(build_wacz, self.collection_dir, self.config.collection,
+                                           main_page)
+            if wacz is not None and self.config.store is not None:
+                try:
+                    await self.upload(wacz, completed=status == "done")
+                except UploadFailed as exc:
+                    # Its WARCs stay in archive/: the relaunch packages and uploads them again.
+                    logger.error("%s", exc, extra={"context": "storage"})
+                    status, code = "interrupted", ExitCode.UPLOAD_FAILED
         await self.state.set_size(self.archive_size())
         await self.state.set_status(status)
         logger.info("instance %s exits with status %s, code %d", self.state.instance_id,
                     status, code)
         return code
+
+    async def upload(self, wacz: Path, completed: bool) -> None:
+        """The session's WACZ to STORE_ENDPOINT_URL, then reported to WEBHOOK_URL."""
+        store = self.config.store
+        await self.state.set_status("uploading-wacz")
+        name = interpolate(store.filename, self.config.crawl_id, self.state.instance_id,
+                           datetime.now(UTC))
+        body = await asyncio.to_thread(upload, store, wacz, name, self.config.crawl_id, completed)
+        await report(store, body)
 
     # signals
 

@@ -17,6 +17,7 @@ class ExitCode(IntEnum):
     SIZE_LIMIT = 14
     TIME_LIMIT = 15
     DISK_UTILIZATION = 16
+    UPLOAD_FAILED = 22
 
 
 class CrawlerError(Exception):
@@ -41,3 +42,10 @@ class OutOfSpace(CrawlerError):
     """Writing to the crawl directory failed for lack of disk space."""
 
     exit_code = ExitCode.OUT_OF_SPACE
+
+
+class UploadFailed(CrawlerError):
+    """The session's WACZ could not be uploaded or reported (STORE_ENDPOINT_URL ...); a
+    relaunch packages and uploads it again."""
+
+    exit_code = ExitCode.UPLOAD_FAILED

@@ -13,7 +13,8 @@ from django.db import transaction
 from django.db.models import Sum
 
 from archiver import conf
-from crawls import retention
+from crawls import retention, storage
+from crawls.api.errors import ApiError
 from crawls.models import Crawl, CrawlStatus, Org
 
 log = logging.getLogger(__name__)
@@ -21,11 +22,10 @@ log = logging.getLogger(__name__)
 
 def delete_crawl(crawl: Crawl, settings: conf.Settings) -> bool:
     """Delete a final crawl's files and rows; False if it stopped being final meanwhile."""
-    root = settings.data_dir.resolve()
-    for crawl_file in crawl.files.all():
-        retention.delete_file(root, crawl_file.path)
-    retention.delete_empty_folder(root, root / "archives" / crawl.id)
-    retention.delete_tree(root, settings.crawls_dir / crawl.id)
+    try:
+        retention.delete_all_files(crawl, settings)
+    except storage.StorageError as exc:
+        raise ApiError(503, f"could not delete the files of crawl {crawl.short_id}: {exc}") from None
     with transaction.atomic():
         size = crawl.files.aggregate(n=Sum("size"))["n"] or 0
         deleted, _ = Crawl.objects.filter(pk=crawl.pk, status__in=CrawlStatus.FINAL).delete()

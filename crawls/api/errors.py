@@ -17,7 +17,7 @@ from archiver.errors import ArchiverError, NotAllowed
 CODE_FOR_STATUS = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
     405: "method_not_allowed", 409: "not_allowed", 416: "range_not_satisfiable",
-    422: "invalid", 429: "rate_limited",
+    422: "invalid", 429: "rate_limited", 503: "storage_unavailable",
 }
 
 

@@ -16,7 +16,7 @@ from django.http import StreamingHttpResponse
 from ninja import Router
 
 from archiver import conf
-from crawls import retention
+from crawls import retention, storage
 from crawls.api.auth import need, scope_org_id
 from crawls.api.errors import ERRORS, ApiError, not_found
 from crawls.api.routes_crawls import CrawlId, file_out, find_crawl
@@ -119,8 +119,10 @@ DOWNLOAD_RESPONSES = {
         "application/wacz", "application/warc", "application/gzip", "application/octet-stream")}}
     for status, text in (("200", "The whole file"), ("206", "The bytes a Range header asked for"))
 }
-DOWNLOAD_RESPONSES["416"] = {"description": "The Range names no byte of the file",
-                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+ERROR_BODY = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+DOWNLOAD_RESPONSES["416"] = {"description": "The Range names no byte of the file", "content": ERROR_BODY}
+DOWNLOAD_RESPONSES["503"] = {"description": "The object storage holding the file does not answer",
+                             "content": ERROR_BODY}
 
 
 @router.get("/files/{int:file_id}/download", response={**ERRORS},
@@ -129,6 +131,8 @@ DOWNLOAD_RESPONSES["416"] = {"description": "The Range names no byte of the file
 def download(request, file_id: RowId):
     need(request, "crawls.view_crawl")
     crawl_file = visible_file(request, file_id)
+    if storage.is_object(crawl_file):
+        return download_object(request, crawl_file)
     fd = open_archive(crawl_file)
     size = os.fstat(fd).st_size
     try:
@@ -142,6 +146,11 @@ def download(request, file_id: RowId):
     response = StreamingHttpResponse(read_span(fd, start, end - start + 1),
                                      status=206 if span else 200,
                                      content_type=content_type(crawl_file.path))
+    return with_headers(response, crawl_file, span, size)
+
+
+def with_headers(response, crawl_file: CrawlFile, span, size: int):
+    start, end = span or (0, size - 1)
     response["Content-Length"] = str(end - start + 1)
     response["Accept-Ranges"] = "bytes"
     name = "".join(c for c in os.path.basename(crawl_file.path) if c.isprintable() and c not in '"\\')
@@ -149,5 +158,30 @@ def download(request, file_id: RowId):
     if span:
         response["Content-Range"] = f"bytes {start}-{end}/{size}"
     return response
+
+
+def download_object(request, crawl_file: CrawlFile):
+    """An archive in the bucket, streamed from it with the same Range (crawls/admin_files.py
+    says why it is streamed rather than redirected to a presigned URL)."""
+    store = storage.object_store(conf.get())
+    if store is None or store.target.root != crawl_file.root:
+        raise not_found(f"file {crawl_file.pk} is in a bucket ARCHIVER_STORAGE_URL does not name")
+    try:
+        size = store.head(crawl_file.path)
+        if size is None:
+            raise not_found(f"file {crawl_file.pk} ({crawl_file.path}) is not in its bucket")
+        try:
+            span = byte_range(request.headers.get("Range"), size)
+        except Unsatisfiable:
+            raise ApiError(416, f"file {crawl_file.pk} has {size} bytes; the range "
+                           f"{request.headers.get('Range')!r} names none of them",
+                           headers={"Content-Range": f"bytes */{size}", "Accept-Ranges": "bytes"}) from None
+        start, end = span or (0, size - 1)
+        body = store.read(crawl_file.path, start, end) if size else iter(())
+    except storage.StorageError as exc:
+        raise ApiError(503, str(exc)) from None
+    response = StreamingHttpResponse(body, status=206 if span else 200,
+                                     content_type=content_type(crawl_file.path))
+    return with_headers(response, crawl_file, span, size)
 
 

@@ -8,7 +8,7 @@ import json
 import os
 import secrets
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from archiver.errors import LaunchError
@@ -39,6 +39,10 @@ class LaunchSpec:
     disk_utilization: int = 90
     config: dict | None = None
     org: str = ""  # the crawl's org slug (the Swarm launcher's per-org placement)
+    # STORE_* of the upload contract (runner/uploads.py): secrets, so out of repr() and
+    # argv; they reach the crawler through its environment only.
+    storage_env: dict[str, str] = field(default_factory=dict, repr=False)
+    report_key: str = ""  # where the crawler RPUSHes its upload reports (WEBHOOK_URL)
     browser_args: tuple[str, ...] = ()  # the crawl's browser options, as the real flags
     profile: Path | None = None  # a browser profile file to give the crawler, read-only
 
@@ -54,6 +58,16 @@ class LaunchSpec:
     def redis_url(self, host: str | None = None) -> str:
         """Holds the password: goes into the config file only, never argv or a log."""
         return self.redis.url(self.db, host=host)
+
+    def environment(self, redis_host: str | None = None) -> dict[str, str]:
+        """The crawler's own environment variables: CRAWL_ID, and with object storage the
+        upload contract and WEBHOOK_URL (redis://user:password@host:port/db/key, which holds
+        the crawl's Redis password). Never logged, never stored on the Process row."""
+        env = {"CRAWL_ID": self.crawl_id}
+        if self.storage_env:
+            env.update(self.storage_env)
+            env["WEBHOOK_URL"] = f"{self.redis_url(redis_host)}/{self.report_key}"
+        return env
 
     def crawler_args(self, cwd: str, profile: str | None = None) -> list[str]:
         """The crawler's arguments, as crawler-protocol.md names them, and the crawl's browser

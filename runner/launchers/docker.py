@@ -71,7 +71,7 @@ class DockerLauncher(EngineLauncher):
         try:
             return self._call("create a container", lambda api: api.create_container(
                 self.image, prepared.args, name=name, hostname=spec.hostname, user=prepared.user,
-                detach=True, environment={"CRAWL_ID": spec.crawl_id}, labels=self._labels(spec),
+                detach=True, environment=spec.environment(REDIS_ALIAS if prepared.redis_alias else None), labels=self._labels(spec),
                 host_config=self._host_config(api, spec, prepared.redis_alias))["Id"])
         except docker.errors.ImageNotFound as exc:
             raise image_missing(self.image) from exc

@@ -54,7 +54,7 @@ def crawler_command() -> list[str]:
 def crawler_env(spec: LaunchSpec) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWED or k.startswith("LC_")}
     env.setdefault("PATH", os.defpath)
-    env.update(HOME=str(spec.instance_dir), CRAWLER_HOSTNAME=spec.hostname, CRAWL_ID=spec.crawl_id)
+    env.update(HOME=str(spec.instance_dir), CRAWLER_HOSTNAME=spec.hostname, **spec.environment())
     return env
 
 

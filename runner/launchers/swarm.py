@@ -123,7 +123,8 @@ class SwarmLauncher(EngineLauncher):
 
         container = ContainerSpec(
             image_id, command=[*NO_NEW_PRIVS, *entrypoint], args=prepared.args, hostname=spec.hostname,
-            env={"CRAWL_ID": spec.crawl_id}, user=prepared.user, read_only=True, cap_drop=["ALL"],
+            env=spec.environment(REDIS_ALIAS if prepared.redis_alias else None), user=prepared.user,
+            read_only=True, cap_drop=["ALL"],
             hosts={REDIS_ALIAS: "127.0.0.1"} if prepared.redis_alias else None,
             # Swarm's tmpfs mounts are nosuid, nodev and noexec already.
             mounts=_mounts(spec),

@@ -15,9 +15,9 @@ import shutil
 import redis
 
 from archiver.errors import LaunchError
-from crawls import quotas
+from crawls import quotas, storage
 from crawls.models import STOPPED_STATE, Crawl, CrawlStatus, ExitReason, Intent, StopReason
-from runner import archive
+from runner import archive, uploads
 from runner.apply import (
     READ_REST_BATCHES,
     crawler_words,
@@ -196,12 +196,19 @@ def keep_leftovers(rt: Runtime, crawl: Crawl, now: dt.datetime) -> int:
     for process in crawl.processes.order_by("created_at", "pk"):
         latest[process.instance] = process
     left_behind, added = 0, 0
+    if rt.settings.s3 is not None:  # the last reports, before the Redis database is flushed
+        kept = uploads.record_reports(rt, crawl, now)
+        record_kept(rt, crawl, kept, now)
+        added += kept.added_bytes
     for process in latest.values():
         kept = archive.keep_leftovers(rt.settings.data_dir, crawl, process, now,
                                       archive.Limits.of(rt.settings))
         record_kept(rt, crawl, kept, now)
         left_behind += kept.left_behind
         added += kept.added_bytes
+    if rt.settings.s3 is not None:
+        for warning in uploads.push_kept(rt, crawl, now):
+            rt.note(crawl, warning, "warning", now)
     if added:
         crawl.size_bytes = files_bytes(crawl)
         Crawl.objects.filter(pk=crawl.pk).update(size_bytes=crawl.size_bytes)
@@ -223,7 +230,8 @@ def release_redis(rt: Runtime, crawl: Crawl, db: int) -> bool:
 
 def delete_files(rt: Runtime, crawl: Crawl) -> None:
     """A canceled crawl keeps nothing (the only deletion a runner makes on its own)."""
-    for warning in archive.delete_files(rt.settings.data_dir, crawl).warnings:
+    removed = archive.delete_files(rt.settings.data_dir, crawl, storage.object_store(rt.settings))
+    for warning in removed.warnings:
         rt.note(crawl, warning, "warning")
 
 

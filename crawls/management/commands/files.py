@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from archiver import conf
+from crawls import storage
 from crawls.cli import ArchiverCommand
 from crawls.models import Crawl
 
@@ -19,11 +20,18 @@ class Command(ArchiverCommand):
         root = conf.get().data_dir
         files = list(crawl.files.order_by("created_at"))
         if json:
-            self.write_json([{**f.summary(), "full_path": str(root / f.path)} for f in files])
+            self.write_json([{**f.summary(), "full_path": where(root, f)} for f in files])
             return
         if not files:
             self.stdout.write(f"crawl {crawl.short_id}: no files yet")
             return
         # The format of sha256sum, so `archiver files ID | sha256sum -c` checks the archive.
         for crawl_file in files:
-            self.stdout.write(f"{crawl_file.sha256}  {root / crawl_file.path}")
+            self.stdout.write(f"{crawl_file.sha256}  {where(root, crawl_file)}")
+
+
+def where(root, crawl_file) -> str:
+    """The file under the data dir, or s3://<bucket>/<key> for an object."""
+    if storage.is_object(crawl_file):
+        return f"{crawl_file.root}/{crawl_file.path}"
+    return str(root / crawl_file.path)

@@ -1,0 +1,150 @@
+"""Kept archives in S3-compatible object storage (ARCHIVER_STORAGE_URL=s3://bucket/prefix).
+
+    store = storage.object_store(settings)          # None: archives stay in the data dir
+    size = store.head(key)                          # None if there is no such object
+    for chunk in store.read(key, first, last): ...  # GetObject with a Range
+    store.delete(key)
+
+A CrawlFile kept in a bucket has `root = "s3://<bucket>"` and `path = <key>`; every other
+row is a file under its data dir, as before. Keys are `<prefix>/<crawl id>/<name>`.
+
+Errors are StorageError, whose message names the operation, the bucket and the key, never
+the keys of the account: botocore's own messages carry neither, and its exceptions are not
+passed on (their context holds the request).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+
+from archiver_crawler.upload import error_code
+
+from archiver.conf import S3Target, Settings
+from archiver.errors import ArchiverError
+
+CHUNK = 256 * 1024
+CONNECT_TIMEOUT = 5  # seconds: an object store that does not answer is a wait, not a hang
+READ_TIMEOUT = 30
+
+
+class StorageError(ArchiverError):
+    """The object store did not answer, or refused a request (the message names no secret)."""
+
+
+def is_object(crawl_file) -> bool:
+    """Whether a CrawlFile is kept in a bucket (else it is a file under its data dir)."""
+    return crawl_file.root.startswith("s3://")
+
+
+def object_store(settings: Settings) -> ObjectStore | None:
+    target = settings.s3
+    return None if target is None else store_for(target)
+
+
+@functools.cache
+def store_for(target: S3Target) -> ObjectStore:
+    """One client per target and process (boto3 clients are thread-safe, and slow to make)."""
+    return ObjectStore(target)
+
+
+class ObjectStore:
+    """The few S3 calls archiver makes, path-style, with bounded timeouts and retries."""
+
+    def __init__(self, target: S3Target):
+        import boto3
+        from botocore.config import Config
+
+        self.target = target
+        self.bucket = target.bucket
+        self.client = boto3.session.Session().client(
+            "s3", endpoint_url=target.endpoint, region_name=target.region,
+            aws_access_key_id=target.access_key, aws_secret_access_key=target.secret_key,
+            config=Config(s3={"addressing_style": "path"}, connect_timeout=CONNECT_TIMEOUT,
+                          read_timeout=READ_TIMEOUT, retries={"max_attempts": 2, "mode": "standard"},
+                          # Only where the API requires them: S3-compatible servers differ.
+                          request_checksum_calculation="when_required",
+                          response_checksum_validation="when_required"),
+        )
+
+    def _failed(self, what: str, key: str, exc: Exception) -> StorageError:
+        return StorageError(f"object storage: cannot {what} s3://{self.bucket}/{key} ({error_code(exc)})")
+
+    def head(self, key: str) -> int | None:
+        """The object's size; None when there is no such object."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            answer = self.client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise self._failed("look at", key, exc) from None
+        except BotoCoreError as exc:
+            raise self._failed("look at", key, exc) from None
+        return int(answer["ContentLength"])
+
+    def read(self, key: str, first: int, last: int) -> Iterator[bytes]:
+        """Bytes first..last (inclusive) of the object, streamed in chunks."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            answer = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={first}-{last}")
+        except (BotoCoreError, ClientError) as exc:
+            raise self._failed("read", key, exc) from None
+        return stream(answer["Body"])
+
+    def write(self, key: str, handle, size: int) -> None:
+        """Upload `size` bytes from a binary file object (multipart when large)."""
+        from boto3.exceptions import Boto3Error
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.upload_fileobj(handle, self.bucket, key)
+        except (Boto3Error, BotoCoreError, ClientError) as exc:
+            raise self._failed("write", key, exc) from None
+
+    def delete(self, key: str) -> None:
+        """Delete one object; deleting one that is gone already is not an error (S3's rule)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        except (BotoCoreError, ClientError) as exc:
+            raise self._failed("delete", key, exc) from None
+
+    def keys(self, prefix: str) -> list[str]:
+        """Every key under `prefix` (for tests and for an operator's checks)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        found = []
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(
+                    Bucket=self.bucket, Prefix=prefix):
+                found += [item["Key"] for item in page.get("Contents", [])]
+        except (BotoCoreError, ClientError) as exc:
+            raise self._failed("list", prefix, exc) from None
+        return found
+
+
+def stream(body) -> Iterator[bytes]:
+    """A GetObject body in chunks, closed when done or abandoned (a client that hung up)."""
+    try:
+        yield from body.iter_chunks(CHUNK)
+    finally:
+        body.close()
+
+
+def delete_objects(files, settings: Settings) -> int:
+    """Delete the objects of these CrawlFile rows (files on disk are not touched here);
+    StorageError if the store refuses or is away: the caller keeps the rows then."""
+    objects = [f for f in files if is_object(f)]
+    if not objects:
+        return 0
+    store = object_store(settings)
+    if store is None or any(f.root != store.target.root for f in objects):
+        raise StorageError("object storage: these archives are in a bucket that "
+                           "ARCHIVER_STORAGE_URL no longer names; set it back to delete them")
+    for crawl_file in objects:
+        store.delete(crawl_file.path)
+    return len(objects)
