@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from redis.exceptions import RedisError
 
 from archiver_crawler.config import CrawlConfig, parse_args
-from archiver_crawler.crawl import Crawler, iso_now
+from archiver_crawler.crawl import Crawler, iso_now, journaled_urls
 from archiver_crawler.errors import ConfigError, CrawlerError, ExitCode, RedisUnavailable
 from archiver_crawler.fetch import Fetcher
 from archiver_crawler.netpolicy import AddressPolicy
@@ -125,7 +125,8 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
     except CrawlerError as exc:
         # Only a permanent error fails the instance; others mean "launch me again".
         permanent = exc.exit_code == ExitCode.INVALID_CONFIG
-        await _leave_quietly(state, "failed" if permanent else "interrupted")
+        await _leave_quietly(state, "failed" if permanent else "interrupted",
+                             keep=journaled_urls(config.collection_dir))
         raise
     except RedisError as exc:
         raise RedisUnavailable(f"Redis failed: {type(exc).__name__}: {exc}") from exc
@@ -167,11 +168,13 @@ async def _push_errors(state: CrawlState, errors: RedisErrorBuffer) -> None:
         logger.warning("could not push %d error line(s) to Redis", len(lines))
 
 
-async def _leave_quietly(state: CrawlState, status: str) -> None:
+async def _leave_quietly(state: CrawlState, status: str, keep: list[str] | None = None) -> None:
     """On a fatal error: hand back the pages this instance holds and set its status, if Redis
-    still answers (else the relaunch requeues them)."""
+    still answers (else the relaunch requeues them). Pages whose outcomes were journaled
+    (`keep`: Redis failed, then came back before this exit) stay this instance's, so its
+    next session records them instead of another session fetching them again."""
     try:
-        await state.requeue_own()
+        await state.requeue_own(keep or ())
         await state.set_status(status)
     except (RedisError, OSError):
         logger.warning("could not hand back pages and set status %s in Redis", status)

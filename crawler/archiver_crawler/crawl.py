@@ -82,6 +82,22 @@ OUTCOMES = {
 }
 
 
+def journaled_urls(collection_dir: Path) -> list[str]:
+    """The URLs of the outcomes journaled in `collection_dir` (see Crawler._save_unrecorded):
+    archived already, so an instance that exits must not hand them back to the queue."""
+    try:
+        lines = (collection_dir / UNRECORDED).read_text().splitlines()
+    except OSError:
+        return []
+    urls = []
+    for line in lines:
+        try:
+            urls.append(str(json.loads(line)["url"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return urls
+
+
 def iso_now() -> str:
     return warc_date(datetime.now(UTC))
 

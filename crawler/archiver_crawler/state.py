@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
@@ -99,13 +100,16 @@ end
 return {queued, fresh, claimed, recorded}
 """
 
-# KEYS: p, q   ARGV: owner  -> number of entries of that owner put back in the queue
+# KEYS: p, q   ARGV: owner, URLs to keep  -> number of entries of that owner put back in the
+# queue (all but the kept ones)
 _REQUEUE_OWN = """
+local keep = {}
+for i = 2, #ARGV do keep[ARGV[i]] = true end
 local all = redis.call('HGETALL', KEYS[1])
 local n = 0
 for i = 1, #all, 2 do
   local data = cjson.decode(all[i + 1])
-  if data['owner'] == ARGV[1] then
+  if data['owner'] == ARGV[1] and not keep[data['url']] then
     redis.call('HDEL', KEYS[1], all[i])
     data['owner'] = nil
     data['started'] = nil
@@ -325,10 +329,11 @@ class CrawlState:
             # The server lost its script cache (restart, SCRIPT FLUSH); EVAL reloads it.
             return await self.redis.eval(script, len(keys), *keys, *args)
 
-    async def requeue_own(self) -> int:
+    async def requeue_own(self, keep: Iterable[str] = ()) -> int:
         """Put this instance's in-progress pages back in the queue: those a crash left (at
-        start), or those it has not finished (at exit)."""
-        return int(await self._script(_REQUEUE_OWN, [self.p, self.q], [self.instance_id]))
+        start), or those it has not finished (at exit); except the `keep` URLs (archived,
+        their outcomes journaled for this instance's next session to record)."""
+        return int(await self._script(_REQUEUE_OWN, [self.p, self.q], [self.instance_id, *keep]))
 
     async def settle(self, cutoff: str) -> Settled:
         """Whether the crawl is finished (one atomic read of `:q` and `:p`); with an empty
