@@ -162,6 +162,8 @@ def ingest(crawl: Crawl, pages: list[dict], errors: list[dict], now: dt.datetime
 
     Error lines become CrawlLog lines. The filename is not the crawler's: it is set once the
     session's WACZ is kept (name_pages)."""
+    if not (pages or failed or errors):
+        return  # the usual tick: nothing new, no query
     loaded, unloaded = {}, {}
     for page in pages:
         if page.get("url") and page_loaded(page):
@@ -175,7 +177,7 @@ def ingest(crawl: Crawl, pages: list[dict], errors: list[dict], now: dt.datetime
     upsert(list(failures.values()), ["status", "error", "depth"])
     new = [row for url, row in unloaded.items() if url not in loaded and url not in failures]
     known = set(Snapshot.objects.filter(crawl=crawl, url__in=[row.url for row in new]).exclude(
-        status=SnapshotStatus.QUEUED).values_list("url", flat=True))
+        status=SnapshotStatus.QUEUED).values_list("url", flat=True)) if new else set()
     upsert([row for row in new if row.url not in known], ["status", "load_state", "error", "depth"])
     for url, row in unloaded.items():  # failed pages are few: one update each
         if url not in loaded and row.load_state is not None:
