@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tomllib
@@ -26,7 +25,7 @@ import django
 import pytest
 
 import archiver
-from tests.runner.helpers import processes_mentioning
+from tests.runner.helpers import stop_processes_of
 from tests.sitegen import serve_site
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,13 +109,7 @@ class Installed:
 
     def clean_up(self) -> None:
         """The crawlers and the embedded Redis `run --once` leaves running, when a step failed."""
-        for pid in processes_mentioning(str(self.data_dir)):
-            os.kill(pid, signal.SIGKILL)
-        state = self.data_dir / "run" / "redis.json"
-        if state.exists():
-            port = json.loads(state.read_text())["port"]
-            for pid in processes_mentioning(f"redis-server 127.0.0.1:{port}"):
-                os.kill(pid, signal.SIGTERM)
+        stop_processes_of(self.data_dir)
 
 
 @pytest.fixture

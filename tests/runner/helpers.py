@@ -66,6 +66,20 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
+def stop_processes_of(data_dir: Path) -> None:
+    """What an installation on `data_dir` left running when a test failed: its crawlers
+    (killed) and its embedded Redis (stopped, so it flushes its append-only file)."""
+    import signal
+
+    for pid in processes_mentioning(str(data_dir)):
+        os.kill(pid, signal.SIGKILL)
+    state = data_dir / "run" / "redis.json"
+    if state.exists():
+        port = json.loads(state.read_text())["port"]
+        for pid in processes_mentioning(f"redis-server 127.0.0.1:{port}"):
+            os.kill(pid, signal.SIGTERM)
+
+
 def wacz_responses(path: Path) -> list[str]:
     """The target URI of every response record in the WARCs a WACZ holds."""
     from warcio.archiveiterator import ArchiveIterator

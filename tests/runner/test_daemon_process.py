@@ -17,7 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner.helpers import assert_disjoint_archives, processes_mentioning, sha256, slow_site
+from tests.runner.helpers import (
+    assert_disjoint_archives,
+    processes_mentioning,
+    sha256,
+    slow_site,
+    stop_processes_of,
+)
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,13 +94,7 @@ class Installation:
                     daemon.wait()
         for log in self.logs:
             log.close()
-        for pid in processes_mentioning(str(self.data_dir)):  # crawlers we started
-            os.kill(pid, signal.SIGKILL)
-        state = self.data_dir / "run" / "redis.json"
-        if state.exists():
-            port = json.loads(state.read_text())["port"]
-            for pid in processes_mentioning(f"redis-server 127.0.0.1:{port}"):
-                os.kill(pid, signal.SIGTERM)
+        stop_processes_of(self.data_dir)  # the crawlers and the embedded Redis we started
 
 
 @pytest.fixture
