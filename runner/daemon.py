@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import redis
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 
 from archiver.conf import Settings
 from archiver.errors import ArchiverError, ConfigError
@@ -123,14 +123,20 @@ class Runner:
         (we hold the lock they held), so their crawls become due at once."""
         host, data_dir = os.uname().nodename, str(self.settings.data_dir)
         refuse_shared_sqlite(host, data_dir, now, self.settings.lease_seconds)
-        dead = list(RunnerRecord.objects.filter(hostname=host, data_dir=data_dir,
-                                                stopped_at__isnull=True).values_list("pk", flat=True))
-        RunnerRecord.objects.filter(pk__in=dead).update(stopped_at=now)
-        taken = Crawl.objects.filter(lease_owner__in=dead, retry_at__gt=now).update(retry_at=now)
+        # Our record first, and all in one transaction: other runners adopt a crawl whose home
+        # has no live record, so this home must never be without one, even for a moment (it
+        # was, between the two statements, and a runner ticking then took our crawls away
+        # while our crawlers still ran: the two-runner chaos trial lost their pages).
+        with transaction.atomic():
+            RunnerRecord.objects.create(id=self.id, hostname=host, pid=os.getpid(),
+                                        data_dir=data_dir, started_at=now, heartbeat_at=now)
+            dead = list(RunnerRecord.objects.filter(hostname=host, data_dir=data_dir,
+                                                    stopped_at__isnull=True)
+                        .exclude(pk=self.id).values_list("pk", flat=True))
+            RunnerRecord.objects.filter(pk__in=dead).update(stopped_at=now)
+            taken = Crawl.objects.filter(lease_owner__in=dead, retry_at__gt=now).update(retry_at=now)
         if taken:
             log.info("taking over %d crawl(s) from a runner that died (%s)", taken, ", ".join(dead))
-        RunnerRecord.objects.create(id=self.id, hostname=host, pid=os.getpid(), data_dir=data_dir,
-                                    started_at=now, heartbeat_at=now)
 
     def heartbeat(self, now: dt.datetime) -> None:
         RunnerRecord.objects.filter(pk=self.id).update(heartbeat_at=now)

@@ -4,6 +4,7 @@ runner and data dir holding its instances and files), its instances."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 import pytest
 
@@ -173,3 +174,34 @@ def test_a_runner_that_comes_back_keeps_what_its_data_dir_holds_for_a_crawl_that
     assert any(name.endswith("rec-0.warc.gz") and size == 300 for name, (size, _) in kept.items())
     assert not (settings.data_dir / "crawls" / crawl.pk).exists()
     assert (archives / f"{crawl.pk}-0-99.wacz").read_bytes() == b"z" * 200
+
+
+def test_a_restarting_runner_never_leaves_its_home_without_a_live_record(
+        make_runner, make_crawl, fake, settings, tmp_path, several_runners):
+    """Between stopping its dead predecessor's record and writing its own, a restarting
+    runner's home once looked dead: a runner ticking then adopted its crawls while their
+    crawlers still ran here (pages lost in the two-runner chaos trial, 1 run in ~30)."""
+    from django.db import connection
+
+    crawl = make_crawl()
+    make_runner(fake).tick(T0)  # dies holding the crawl; its crawlers go on running
+    other = make_runner(fake, settings=settings.model_copy(update={"data_dir": tmp_path / "other"}))
+    home = f"{os.uname().nodename}:{settings.data_dir}"
+    seen, checking = [], [False]
+
+    def after_each_statement(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if not checking[0]:
+            checking[0] = True
+            try:
+                seen.append(home in claim.live_homes(other.rt, later(6)))
+            finally:
+                checking[0] = False
+        return result
+
+    with connection.execute_wrapper(after_each_statement):
+        make_runner(fake, clock=lambda: later(6))  # restarted 6 s later: register()
+
+    assert seen and all(seen), seen
+    other.tick(later(6))
+    assert crawl.pk not in other.held
