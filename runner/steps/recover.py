@@ -1,6 +1,7 @@
 """Recovery: the launcher's instances against the database, every tick.
 
-Instances no active crawl of ours owns are removed; instances a crash left unrecorded (the
+Instances no active crawl of ours owns are removed (what one archived for a crawl another
+runner adopted meanwhile is kept for that crawl); instances a crash left unrecorded (the
 launch happened, the row update did not) are written on their Process row, for both
 launchers. The listing is kept for the tick, so supervision does not ask the engine again.
 """
@@ -12,7 +13,7 @@ import logging
 import shutil
 
 from archiver.errors import EngineUnavailable, LaunchError
-from crawls.models import Crawl, CrawlStatus, Process
+from crawls.models import Crawl, CrawlStatus, ExitReason, Process
 from runner import archive
 from runner.state import Runtime
 
@@ -39,10 +40,13 @@ def recover(rt: Runtime, now: dt.datetime) -> bool:
     found = False
     for instance in instances:
         crawl, row = crawls.get(instance.crawl_id), rows.get(instance.process_id)
-        if crawl is not None and crawl.lease_is_live(now) and crawl.lease_owner != rt.id:
-            continue  # another live runner's: never touch it
+        if crawl is not None and crawl.lease_is_live(now) and crawl.lease_owner != rt.id \
+                and (row is None or row.is_live):
+            continue  # another live runner supervises it (a shared swarm lists its services too)
         if is_orphan(crawl, row):
             found |= remove_orphan(rt, instance)
+            if adopted_away(rt, crawl, row):
+                keep_orphaned(rt, crawl, row, now)
         elif row.started_at is None or rt.launcher.ref_of(row) != instance.ref:
             # Launched, but the row update was cut short (kill -9): record what runs. (A
             # local instance's ref is its row's path: there is no id to record.)
@@ -65,6 +69,26 @@ def remove_orphan(rt: Runtime, instance) -> bool:
     except LaunchError as exc:
         log.warning("could not remove orphan %s: %s", instance.ref[:40], exc)
     return True
+
+
+def adopted_away(rt: Runtime, crawl: Crawl | None, row: Process | None) -> bool:
+    """An instance of ours whose crawl another runner adopted while we were gone (or hung):
+    that runner relaunched it elsewhere, and never sees what this one archived here."""
+    from runner.steps import claim
+
+    return (crawl is not None and row is not None and row.exit_reason == ExitReason.ORPHANED
+            and crawl.home_dir not in ("", claim.home_of(rt)))
+
+
+def keep_orphaned(rt: Runtime, crawl: Crawl, row: Process, now: dt.datetime) -> None:
+    """What a crawler we found still running for a crawl that left us archived: recorded for
+    that crawl from this data dir (its session's WACZ, and WARCs it did not package: no later
+    session will pack them, since the crawl now runs elsewhere)."""
+    from runner.apply import keep_session, record_kept
+
+    keep_session(rt, crawl, row, now)
+    record_kept(rt, crawl, archive.keep_leftovers(rt.settings.data_dir, crawl, row, now,
+                                                  archive.Limits.of(rt.settings)), now)
 
 
 def keep_what_is_left_here(rt: Runtime, now: dt.datetime) -> bool:

@@ -205,3 +205,33 @@ def test_a_restarting_runner_never_leaves_its_home_without_a_live_record(
     assert seen and all(seen), seen
     other.tick(later(6))
     assert crawl.pk not in other.held
+
+
+def test_a_crawler_left_running_for_a_crawl_adopted_away_is_stopped_and_its_work_kept(
+        make_runner, make_crawl, fake, settings, store, tmp_path, several_runners):
+    """A runner gone longer than DEAD_AFTER_LEASES leases loses its crawls to another, but
+    its crawlers may still run (only the daemon died). When it is back, each such crawler is
+    removed and what it archived is recorded for the crawl, from this data dir."""
+    from tests.runner.archive_helpers import collection, package, warc_bytes, write_session
+
+    crawl = make_crawl()
+    make_runner(fake).tick(T0)
+    other = make_runner(fake, settings=settings.model_copy(update={"data_dir": tmp_path / "other"}))
+    dead_for = claim.DEAD_AFTER_LEASES * settings.lease_seconds + 1
+    other.tick(later(dead_for))
+    old, new = crawl.processes.order_by("pk")
+    assert old.exit_reason == ExitReason.ORPHANED and new.runner == other.id
+    # Meanwhile the orphan went on: one session packaged, one more WARC not yet.
+    coll = collection(settings.data_dir, crawl.pk)
+    write_session(coll, {"rec-0.warc.gz": warc_bytes("http://site.test/a")}, ["http://site.test/a"])
+    package(coll, crawl.pk)
+    (coll / "archive" / "rec-1.warc.gz").write_bytes(warc_bytes("http://site.test/b"))
+
+    back = make_runner(fake, clock=lambda: later(dead_for + 1))
+    back.tick(later(dead_for + 1))
+
+    assert fake.running(crawl.pk) == [fake.ref_of(new)]  # the orphan is gone
+    kept = {row.path.rsplit("/", 1)[1]: row.root for row in crawl.files.all()}
+    assert kept[f"{crawl.pk}-0-{old.pk}.wacz"] == str(settings.data_dir)
+    assert any(name.endswith("rec-1.warc.gz") for name in kept)
+    assert Crawl.objects.get(pk=crawl.pk).lease_owner == other.id  # still the adopter's
