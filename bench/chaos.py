@@ -6,7 +6,10 @@
    and, where an engine answers with the crawler image, Docker (alternating).
 2. The two-runner trial: two daemons on two data dirs sharing one PostgreSQL database and
    one Redis, 30 crawls, one daemon killed -9 midway and restarted later
-   (needs ARCHIVER_TEST_POSTGRES_URL or --postgres-url; skipped otherwise).
+   (needs ARCHIVER_TEST_POSTGRES_URL or --postgres-url; skipped otherwise); then the
+   two-host trial: the same with every archive in one S3 bucket (moto's server, a real
+   process on 127.0.0.1), uploaded by the crawlers and recorded by the runner holding the
+   crawl.
 3. The Redis-kill trial: one crawl of a slow site while its Redis is killed -9 and
    restarted 3 times, with ARCHIVER_MAX_LAUNCH_ATTEMPTS=2.
 
@@ -36,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 from tests.chaos.harness import COUNT_KEYS, EXTRA_KEYS, docker_ready  # noqa: E402
 from tests.chaos.trials import kill9_trial, redis_kill_trial, two_runner_trial  # noqa: E402
 from tests.pg import fresh_database, server_url, skip_commit_flush  # noqa: E402
+from tests.s3server import MotoMissing, moto_command  # noqa: E402
 
 ALLOWED = {"webhook_events_duplicated", "pages_fetched_twice", "tracebacks", "trials", "crawls"}
 
@@ -48,11 +52,19 @@ def in_temp_root(run, *args, **kwargs) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def postgres_trial(url: str, crawls: int, rng: random.Random) -> dict:
+def postgres_trial(url: str, crawls: int, rng: random.Random, bucket: bool = False) -> dict:
     with fresh_database(url) as database_url:
         skip_commit_flush(database_url)
         return in_temp_root(two_runner_trial, database_url, crawls=crawls, rng=rng,
-                            timeout=60 + 2 * crawls)
+                            timeout=60 + 2 * crawls, bucket=bucket)
+
+
+def moto_missing() -> str | None:
+    try:
+        moto_command()
+    except MotoMissing as exc:
+        return str(exc)
+    return None
 
 
 def main() -> int:
@@ -82,10 +94,16 @@ def main() -> int:
         runs.append((f"kill9 {launcher} scale {scale}",
                      in_temp_root(kill9_trial, launcher=launcher, scale=scale, rng=rng)))
     if args.postgres_url:
-        runs.append(("two runners on PostgreSQL",
-                     postgres_trial(args.postgres_url, 10 if args.quick else 30, rng)))
+        crawls = 10 if args.quick else 30
+        runs.append(("two runners on PostgreSQL", postgres_trial(args.postgres_url, crawls, rng)))
+        if (why := moto_missing()) is None:
+            runs.append(("two hosts sharing a bucket",
+                         postgres_trial(args.postgres_url, crawls, rng, bucket=True)))
+        else:
+            skipped.append(f"two-host trial: {why}")
     else:
-        skipped.append("two-runner trial: no PostgreSQL (ARCHIVER_TEST_POSTGRES_URL or --postgres-url)")
+        skipped.append("two-runner and two-host trials: no PostgreSQL "
+                       "(ARCHIVER_TEST_POSTGRES_URL or --postgres-url)")
     runs.append(("redis kill x3", in_temp_root(redis_kill_trial)))
 
     for name, result in runs:

@@ -400,6 +400,38 @@ class Database:
 # --- a trial ---------------------------------------------------------------------------
 
 
+class SharedBucket:
+    """One bucket of an S3-compatible server (moto's, a real process on 127.0.0.1) that
+    every data dir of a trial keeps its archives in (docs/storage.md)."""
+
+    def __init__(self, root: Path):
+        from tests.s3server import MotoServer, client_for, new_bucket, storage_env
+
+        root.mkdir(parents=True, exist_ok=True)
+        self.server = MotoServer(root / "moto.log")
+        self.name = new_bucket(self.server.url)
+        self.env = storage_env(self.server.url, self.name)
+        self.client = client_for(self.server.url)
+
+    def object_keys(self) -> list[str]:
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.name)
+        return [item["Key"] for page in pages for item in page.get("Contents", ())]
+
+    def fetch(self, key: str, folder: Path) -> Path | None:
+        """A local copy of object `key` (None when there is no such object)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / key.replace("/", "_")
+        try:
+            self.client.download_file(self.name, key, str(path))
+        except Exception:  # noqa: BLE001 - botocore's errors: the object is not there
+            return None
+        return path
+
+    def stop(self) -> None:
+        self.client.close()
+        self.server.stop()
+
+
 @dataclass
 class DataDir:
     name: str
@@ -425,8 +457,10 @@ class Trial:
 
     def __init__(self, root: Path, *, database_url: str | None = None,
                  redis: RedisServer | None = None, launcher: str = "local",
-                 env: dict[str, str] | None = None, webhooks: bool = True):
+                 env: dict[str, str] | None = None, webhooks: bool = True,
+                 storage: SharedBucket | None = None):
         self.root = root
+        self.storage = storage
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "logs").mkdir(exist_ok=True)
         self.database_url = database_url or f"sqlite:///{self.root / 'archiver.sqlite3'}"
@@ -471,6 +505,8 @@ class Trial:
             env["ARCHIVER_REDIS_URL"] = self.redis.url
         if self.hooks:
             env["ARCHIVER_WEBHOOK_ALLOW_HOSTS"] = self.hooks.host
+        if self.storage:
+            env.update(self.storage.env)
         env.update(self.extra_env)
         data_dir = DataDir(name, path, env)
         self.data_dirs.append(data_dir)
@@ -624,11 +660,17 @@ class Trial:
     # the audit
 
     def kept_files(self, ids: Iterable[str]) -> dict[str, list[Path | None]]:
-        """Each crawl's CrawlFile rows, resolved in whichever data dir holds them."""
+        """Each crawl's CrawlFile rows, resolved in whichever data dir holds them (a copy of
+        the object, for a file recorded in the bucket)."""
         wanted = set(ids)
         kept: dict[str, list[Path | None]] = {i: [] for i in wanted}
-        for crawl_id, path in self.db.query("SELECT crawl_id, path FROM crawls_crawlfile"):
-            if crawl_id in wanted:
+        for crawl_id, path, root in self.db.query("SELECT crawl_id, path, root FROM crawls_crawlfile"):
+            if crawl_id not in wanted:
+                continue
+            if root.startswith("s3://"):
+                found = self.storage.fetch(path, self.root / "fetched") if self.storage else None
+                kept[crawl_id].append(found)
+            else:
                 kept[crawl_id].append(self.resolve(path))
         return kept
 
@@ -644,6 +686,9 @@ class Trial:
             for wacz in data_dir.path.rglob("*.wacz"):
                 if str(wacz.relative_to(data_dir.path)) not in recorded and str(wacz) not in recorded:
                     loose.append(wacz)
+        if self.storage:  # an object no row records is as lost as a loose file
+            loose += [Path(f"s3://{self.storage.name}/{key}") for key in self.storage.object_keys()
+                      if key not in recorded]
         return loose
 
     def audit(self, site: ChaosSite, ids: list[str], trees: dict[str, int] | None = None,

@@ -11,20 +11,31 @@ import random
 import time
 from pathlib import Path
 
-from tests.chaos.harness import FINAL, RedisServer, Trial, chaos_site, random_kills, wait_for
+from tests.chaos.harness import (
+    FINAL,
+    RedisServer,
+    SharedBucket,
+    Trial,
+    chaos_site,
+    random_kills,
+    wait_for,
+)
 
 
 def two_runner_trial(root: Path, database_url: str, *, crawls: int = 30, pages: int = 4,
                      delay: float = 0.05, downtime: float = 6.0, timeout: float = 75,
-                     rng: random.Random | None = None, webhook_wait: float = 20) -> dict:
-    """Two daemons on two data dirs, one PostgreSQL database, one Redis; `crawls` crawls of
+                     rng: random.Random | None = None, webhook_wait: float = 20,
+                     bucket: bool = False) -> dict:
+    """Two daemons on two data dirs, one PostgreSQL database, one Redis (and with `bucket`,
+    one S3 bucket that both keep their archives in: the two-host set-up); `crawls` crawls of
     their own small site trees; one daemon killed -9 midway and restarted `downtime` s later
     (past its lease, so the other may adopt its crawls meanwhile)."""
     rng = rng or random.Random()
     redis = RedisServer.start(root / "redis")
+    storage = SharedBucket(root / "s3") if bucket else None
     try:
         with chaos_site(trees=crawls, pages=pages, delay=delay) as site, \
-                Trial(root, database_url=database_url, redis=redis,
+                Trial(root, database_url=database_url, redis=redis, storage=storage,
                       env={"ARCHIVER_MAX_CONCURRENT_CRAWLS": "3"}) as trial:
             a, b = trial.add_data_dir(), trial.add_data_dir()
             trial.migrate()
@@ -51,6 +62,8 @@ def two_runner_trial(root: Path, database_url: str, *, crawls: int = 30, pages: 
             return result
     finally:
         redis.stop()
+        if storage:
+            storage.stop()
 
 
 def redis_kill_trial(root: Path, *, kills: int = 3, pages: int = 40, delay: float = 0.25,

@@ -3,33 +3,22 @@ on 127.0.0.1 (docs/storage.md says why this one), with a bucket of its own per t
 
 from __future__ import annotations
 
-import itertools
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from archiver.conf import Settings
-from tests.conftest import free_port
-
-ACCESS_KEY = "archiver-test-access"
-SECRET_KEY = "s3cr3t-Value-That-Must-Never-Show-0123456789"
-_buckets = itertools.count(1)
-
-
-def moto_command() -> str:
-    found = Path(sys.executable).with_name("moto_server")
-    if found.exists():
-        return str(found)
-    binary = shutil.which("moto_server")
-    if binary is None:
-        pytest.fail("moto_server is missing: pip install 'moto[server]' (the test extra)")
-    return binary
+from tests.s3server import (  # noqa: F401 - the storage tests import these from here
+    ACCESS_KEY,
+    SECRET_KEY,
+    MotoMissing,
+    MotoServer,
+    client_for,
+    new_bucket,
+    storage_env,
+)
 
 
 @pytest.fixture
@@ -43,45 +32,18 @@ def data_dir():
 @pytest.fixture(scope="session")
 def s3_endpoint(tmp_path_factory):
     """http://127.0.0.1:<port> of a moto server started for this session."""
-    port = free_port()
-    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")  # noqa: SIM115
-    server = subprocess.Popen([moto_command(), "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()  # noqa: S310
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                log.close()
-                pytest.fail("moto_server did not start")
-            time.sleep(0.1)
-    yield url
-    server.terminate()
-    server.wait(timeout=10)
-    log.close()
-
-
-def client_for(endpoint: str):
-    import boto3
-    from botocore.config import Config
-
-    return boto3.session.Session().client(
-        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY, config=Config(s3={"addressing_style": "path"}))
+    try:
+        server = MotoServer(tmp_path_factory.mktemp("moto") / "moto.log")
+    except (MotoMissing, RuntimeError) as exc:
+        pytest.fail(str(exc))
+    yield server.url
+    server.stop()
 
 
 @pytest.fixture
 def bucket(s3_endpoint) -> str:
     """A new, empty bucket on the moto server."""
-    name = f"archives-{next(_buckets)}-{int(time.time() * 1000) % 100000}"
-    client = client_for(s3_endpoint)
-    client.create_bucket(Bucket=name)
-    client.close()
-    return name
+    return new_bucket(s3_endpoint)
 
 
 @pytest.fixture
@@ -90,11 +52,6 @@ def s3(s3_endpoint, bucket):
     client = client_for(s3_endpoint)
     yield client
     client.close()
-
-
-def storage_env(endpoint: str, bucket: str, prefix: str = "archiver") -> dict[str, str]:
-    return {"ARCHIVER_STORAGE_URL": f"s3://{bucket}/{prefix}", "ARCHIVER_STORAGE_ENDPOINT": endpoint,
-            "ARCHIVER_STORAGE_ACCESS_KEY": ACCESS_KEY, "ARCHIVER_STORAGE_SECRET_KEY": SECRET_KEY}
 
 
 def storage_settings(data_dir: Path, endpoint: str, bucket: str, **more) -> Settings:
