@@ -263,12 +263,7 @@ class Settings(BaseModel):
         if value is None:
             return None
         if not value.startswith("s3://"):
-            # A local path other than the data dir is not supported yet: archives/ in the data
-            # dir may itself be a mount of another disk (docs/storage.md).
-            data_dir = info.data.get("data_dir")
-            if data_dir is not None and Path(value).expanduser().resolve() == data_dir:
-                return None
-            raise ValueError("must be s3://bucket[/prefix], or unset (archives in the data dir)")
+            return local_storage(value, info.data.get("data_dir"))
         bucket, _, prefix = value.removeprefix("s3://").partition("/")
         if not BUCKET.fullmatch(bucket) or ".." in bucket:
             raise ValueError(f"{bucket!r} is not an S3 bucket name (3-63 of a-z 0-9 . -)")
@@ -294,7 +289,7 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _storage_complete(self) -> Settings:
-        if self.storage_url is None:
+        if self.s3_url is None:
             return self
         missing = [ENV[name] for name in ("storage_endpoint", "storage_access_key", "storage_secret_key")
                    if not getattr(self, name)]
@@ -306,9 +301,19 @@ class Settings(BaseModel):
         return self
 
     @property
+    def s3_url(self) -> str | None:
+        return self.storage_url if self.storage_url and self.storage_url.startswith("s3://") else None
+
+    @property
+    def local_storage(self) -> Path | None:
+        """The folder archives go to when ARCHIVER_STORAGE_URL is a local path (through
+        <data dir>/archives, a link to it: crawls.storage.link_local_archives)."""
+        return Path(self.storage_url) if self.storage_url and not self.s3_url else None
+
+    @property
     def s3(self) -> S3Target | None:
-        """The bucket archives go to; None when they stay in the data dir."""
-        if self.storage_url is None:
+        """The bucket archives go to; None when they stay on this host."""
+        if self.s3_url is None:
             return None
         bucket, _, prefix = self.storage_url.removeprefix("s3://").partition("/")
         access, secret = self.storage_access_key, self.storage_secret_key
@@ -364,6 +369,25 @@ class Settings(BaseModel):
     @property
     def wake_socket(self) -> Path:
         return self.run_dir / "wake.sock"
+
+
+def local_storage(value: str, data_dir: Path | None) -> str | None:
+    """ARCHIVER_STORAGE_URL as a local folder (a path, or file:///path): its absolute path,
+    or None when it is the data dir's own archives/ (the default)."""
+    raw = value.removeprefix("file://") if value.startswith("file://") else value
+    if value.startswith("file://") and not raw.startswith("/"):
+        raise ValueError("a file:// URL needs an absolute path (file:///srv/archives)")
+    if "://" in raw or not raw.strip():
+        raise ValueError("must be s3://bucket[/prefix], a local folder, or unset (archives in the data dir)")
+    path = Path(raw).expanduser().resolve()
+    if data_dir is None or path in (data_dir, data_dir / "archives"):
+        return None
+    if path.is_relative_to(data_dir):
+        raise ValueError(f"{path} is inside the data dir {data_dir}: leave it unset, or name a "
+                         "folder outside it")
+    if data_dir.is_relative_to(path):
+        raise ValueError(f"{path} holds the data dir {data_dir}: name a folder of its own")
+    return str(path)
 
 
 def constraints(value) -> tuple[str, ...]:

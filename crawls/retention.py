@@ -1,7 +1,8 @@
 """Retention: delete finished crawls older than ARCHIVER_RETENTION_DAYS, files first.
 
 Only finished crawls are ever deleted (never a queued, running, waiting or paused one).
-A file is deleted only if its path resolves inside the data dir and is not itself a
+A file is deleted only if its path resolves inside the data dir (for kept archives: inside
+where the data dir's archives/ leads, which may be another disk) and is not itself a
 symbolic link; anything else is logged and left alone. Archives kept in object storage
 (docs/storage.md) are deleted from their bucket first; a store that refuses keeps the
 crawl. The crawl's rows go after its files, and the bytes of its archive files leave its
@@ -73,12 +74,19 @@ def delete_all_files(crawl: Crawl, settings: conf.Settings) -> list[str]:
     and its working folder; the paths and keys deleted. OSError or StorageError when one
     could not be deleted: the caller keeps the crawl's rows, so a later pass tries again."""
     root = settings.data_dir.resolve()
+    # archives/ itself may be a link or a mount the operator placed (ARCHIVER_STORAGE_URL as
+    # a local folder makes it a link): files are checked to stay inside where it leads.
+    archives = (root / "archives").resolve()
     files = list(crawl.files.all())
     storage.delete_objects(files, settings)
     for crawl_file in files:
-        if not storage.is_object(crawl_file):
+        if storage.is_object(crawl_file):
+            continue
+        if crawl_file.path.startswith("archives/"):
+            delete_file(archives, crawl_file.path.removeprefix("archives/"))
+        else:
             delete_file(root, crawl_file.path)
-    delete_empty_folder(root, root / "archives" / crawl.id)
+    delete_empty_folder(archives, archives / crawl.id)
     delete_tree(root, settings.crawls_dir / crawl.id)
     return [f.path for f in files]
 

@@ -1,4 +1,5 @@
-"""Kept archives in S3-compatible object storage (ARCHIVER_STORAGE_URL=s3://bucket/prefix).
+"""Where kept archives live: S3-compatible object storage (ARCHIVER_STORAGE_URL=s3://bucket/prefix),
+or a local folder other than the data dir (ARCHIVER_STORAGE_URL=/path: link_local_archives).
 
     store = storage.object_store(settings)          # None: archives stay in the data dir
     size = store.head(key)                          # None if there is no such object
@@ -16,12 +17,14 @@ passed on (their context holds the request).
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 from archiver_crawler.upload import error_code
 
 from archiver.conf import S3Target, Settings
-from archiver.errors import ArchiverError
+from archiver.errors import ArchiverError, ConfigError
 
 CHUNK = 256 * 1024
 CONNECT_TIMEOUT = 5  # seconds: an object store that does not answer is a wait, not a hang
@@ -30,6 +33,38 @@ READ_TIMEOUT = 30
 
 class StorageError(ArchiverError):
     """The object store did not answer, or refused a request (the message names no secret)."""
+
+
+def link_local_archives(settings: Settings) -> Path | None:
+    """With ARCHIVER_STORAGE_URL a local folder: make <data dir>/archives a link to it
+    (created, mode 0700), so every kept file goes there while rows keep their paths
+    (`archives/<crawl>/<name>` under the data dir). The file boundary allows that one
+    folder to be a link (runner/archive.py). ConfigError, changing nothing, when the data
+    dir's archives/ already holds files or links elsewhere: moving archives is the
+    operator's call. Returns the folder, or None with the default storage."""
+    target = settings.local_storage
+    if target is None:
+        return None
+    link = settings.data_dir / "archives"
+    try:
+        target.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if link.is_symlink():
+            if Path(os.readlink(link)) != target:
+                raise ConfigError(f"ARCHIVER_STORAGE_URL is {target}, but {link} links to "
+                                  f"{os.readlink(link)}: move its archives there, then remove the link")
+            return target
+        if link.is_dir():
+            if any(link.iterdir()):
+                raise ConfigError(f"ARCHIVER_STORAGE_URL is {target}, but {link} holds archives: "
+                                  f"move them (mv {link}/* {target}/), remove {link}, and start again")
+            link.rmdir()
+        elif link.exists():
+            raise ConfigError(f"{link} is a file; ARCHIVER_STORAGE_URL={target} needs that name")
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, link)
+    except OSError as exc:
+        raise ConfigError(f"cannot keep archives in {target}: {exc.strerror or exc}") from exc
+    return target
 
 
 def is_object(crawl_file) -> bool:

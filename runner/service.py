@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archiver.conf import Settings
-from crawls import admission
+from crawls import admission, storage
 from crawls.models import Crawl
 from runner.daemon import Runner, acquire_runner_lock
 from runner.launchers import make_launcher
@@ -54,6 +54,7 @@ def build_runner(settings: Settings) -> RunnerService:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     lock = acquire_runner_lock(settings)  # before touching the embedded Redis
     try:
+        storage.link_local_archives(settings)
         endpoint, embedded = connect(settings)
         runner = Runner(settings, make_launcher(settings), ProgressStore(endpoint), lock_file=lock,
                         host_usage=simulated_disk(settings), redis_watch=RedisWatch(embedded, endpoint))

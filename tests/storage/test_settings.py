@@ -35,7 +35,7 @@ def test_a_bucket_url_gives_the_target():
 @pytest.mark.parametrize("changes, message", [
     ({"ARCHIVER_STORAGE_URL": "s3://Bad_Bucket"}, "ARCHIVER_STORAGE_URL: 'Bad_Bucket' is not an S3 bucket name"),
     ({"ARCHIVER_STORAGE_URL": "s3://archives/a/../b"}, "ARCHIVER_STORAGE_URL: the prefix"),
-    ({"ARCHIVER_STORAGE_URL": "/srv/elsewhere"}, "ARCHIVER_STORAGE_URL: must be s3://bucket[/prefix]"),
+    ({"ARCHIVER_STORAGE_URL": "ftp://elsewhere"}, "ARCHIVER_STORAGE_URL: must be s3://bucket[/prefix]"),
     ({"ARCHIVER_STORAGE_ENDPOINT": "ftp://host"}, "ARCHIVER_STORAGE_ENDPOINT: must be http(s)://host[:port]"),
     ({"ARCHIVER_STORAGE_ENDPOINT": "http://host/path"}, "ARCHIVER_STORAGE_ENDPOINT: must be"),
     ({"ARCHIVER_STORAGE_ENDPOINT": "http://user:pw@host"}, "ARCHIVER_STORAGE_ENDPOINT: must be"),
