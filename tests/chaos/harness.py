@@ -558,6 +558,25 @@ class Trial:
             daemon.wait()
             self.note(f"kill -9 {data_dir.name} daemon pid {daemon.pid}")
 
+    def kill_crawlers(self, data_dir: DataDir) -> int:
+        """kill -9 every crawler (and wrapper) working in this data dir: its host went."""
+        pids = processes_mentioning(str(data_dir.path))
+        for pid in pids:
+            kill9(pid)
+        self.note(f"kill -9 {len(pids)} crawler processes of {data_dir.name}")
+        return len(pids)
+
+    def held_by(self, data_dir: DataDir) -> int:
+        """How many crawls the data dir's daemon holds (by its runner row's id)."""
+        return self.db.query(
+            "SELECT count(*) FROM crawls_crawl c JOIN crawls_runnerrecord r ON c.lease_owner = r.id "
+            "WHERE r.pid = %s AND r.stopped_at IS NULL", data_dir.daemon.pid)[0][0]
+
+    def adopted(self, data_dir: DataDir) -> int:
+        """Crawls the data dir's daemons adopted from a dead runner (their log lines)."""
+        return sum(p.read_text(errors="replace").count("whose runner is gone")
+                   for p in self.logs if p.name.startswith(f"{data_dir.name}-"))
+
     def stop_daemon(self, data_dir: DataDir, timeout: float = 30) -> int | None:
         daemon = data_dir.daemon
         if daemon is None or daemon.poll() is not None:
@@ -680,11 +699,17 @@ class Trial:
         return next((c for c in candidates if c.is_file()), None)
 
     def unrecorded_archives(self) -> list[Path]:
-        recorded = {path for (path,) in self.db.query("SELECT path FROM crawls_crawlfile")}
+        """WACZ files (and objects) that no row records. With a bucket, a session's local
+        WACZ whose upload is recorded (same SHA-256) is a copy, not a lost archive: only a
+        runner deletes those, and a dead one cannot."""
+        rows = self.db.query("SELECT path, sha256 FROM crawls_crawlfile")
+        recorded = {path for path, _ in rows}
+        uploaded = {digest for path, digest in rows} if self.storage else set()
         loose = []
         for data_dir in self.data_dirs:
             for wacz in data_dir.path.rglob("*.wacz"):
-                if str(wacz.relative_to(data_dir.path)) not in recorded and str(wacz) not in recorded:
+                if str(wacz.relative_to(data_dir.path)) not in recorded and str(wacz) not in recorded \
+                        and hashlib.sha256(wacz.read_bytes()).hexdigest() not in uploaded:
                     loose.append(wacz)
         if self.storage:  # an object no row records is as lost as a loose file
             loose += [Path(f"s3://{self.storage.name}/{key}") for key in self.storage.object_keys()

@@ -66,6 +66,41 @@ def two_runner_trial(root: Path, database_url: str, *, crawls: int = 30, pages: 
             storage.stop()
 
 
+def adoption_trial(root: Path, database_url: str, *, crawls: int = 12, pages: int = 8,
+                   delay: float = 0.3, host_dies: bool = True, timeout: float = 120,
+                   rng: random.Random | None = None, webhook_wait: float = 10) -> dict:
+    """Two hosts sharing one PostgreSQL database, one Redis and one S3 bucket; one runner
+    killed -9 midway and never restarted (with `host_dies`, its crawlers too, as when the
+    host itself goes: what they had not uploaded is gone with it). The other adopts its
+    crawls once it is known dead (4 leases of 5 s) and continues them from Redis."""
+    rng = rng or random.Random()
+    redis = RedisServer.start(root / "redis")
+    storage = SharedBucket(root / "s3")
+    try:
+        with chaos_site(trees=crawls, pages=pages, delay=delay) as site, \
+                Trial(root, database_url=database_url, redis=redis, storage=storage,
+                      env={"ARCHIVER_MAX_CONCURRENT_CRAWLS": "3"}) as trial:
+            a, b = trial.add_data_dir(), trial.add_data_dir()
+            trial.migrate()
+            trial.start_daemon(a)
+            trial.daemon_ready(a)
+            ids = trial.add_many(a, [site.tree_url(k) for k in range(crawls)])
+            wait_for(lambda: trial.held_by(a) >= 3, 30, 0.1, "a holds 3 crawls")
+            trial.start_daemon(b)
+            trial.daemon_ready(b)
+            time.sleep(rng.uniform(1.0, 3.0))
+            trial.kill_daemon(a)
+            if host_dies:
+                trial.kill_crawlers(a)
+            trial.wait_final(ids, timeout)
+            result = trial.audit(site, ids, webhook_wait=webhook_wait)
+            result["adopted"] = trial.adopted(b)
+            return result
+    finally:
+        redis.stop()
+        storage.stop()
+
+
 def redis_kill_trial(root: Path, *, kills: int = 3, pages: int = 40, delay: float = 0.25,
                      downtime: float = 1.0, timeout: float = 60,
                      max_launch_attempts: int = 2) -> dict:
