@@ -119,24 +119,7 @@ class Runner:
             self._lock_file = None
 
     def register(self, now: dt.datetime) -> None:
-        """Record this runner; runners of this data dir on this host before us are dead
-        (we hold the lock they held), so their crawls become due at once."""
-        host, data_dir = os.uname().nodename, str(self.settings.data_dir)
-        refuse_shared_sqlite(host, data_dir, now, self.settings.lease_seconds)
-        # Our record first, and all in one transaction: other runners adopt a crawl whose home
-        # has no live record, so this home must never be without one, even for a moment (it
-        # was, between the two statements, and a runner ticking then took our crawls away
-        # while our crawlers still ran: the two-runner chaos trial lost their pages).
-        with transaction.atomic():
-            RunnerRecord.objects.create(id=self.id, hostname=host, pid=os.getpid(),
-                                        data_dir=data_dir, started_at=now, heartbeat_at=now)
-            dead = list(RunnerRecord.objects.filter(hostname=host, data_dir=data_dir,
-                                                    stopped_at__isnull=True)
-                        .exclude(pk=self.id).values_list("pk", flat=True))
-            RunnerRecord.objects.filter(pk__in=dead).update(stopped_at=now)
-            taken = Crawl.objects.filter(lease_owner__in=dead, retry_at__gt=now).update(retry_at=now)
-        if taken:
-            log.info("taking over %d crawl(s) from a runner that died (%s)", taken, ", ".join(dead))
+        register_runner(self.id, self.settings, now)
 
     def heartbeat(self, now: dt.datetime) -> None:
         RunnerRecord.objects.filter(pk=self.id).update(heartbeat_at=now)
@@ -358,6 +341,27 @@ class Runner:
                 Crawl.objects.release(pk, held.token, now)
             self.held.clear()
             RunnerRecord.objects.filter(pk=self.id).update(stopped_at=now, heartbeat_at=now)
+
+
+def register_runner(runner_id: str, settings: Settings, now: dt.datetime) -> None:
+    """Record this runner; runners of this data dir on this host before us are dead
+    (we hold the lock they held), so their crawls become due at once."""
+    host, data_dir = os.uname().nodename, str(settings.data_dir)
+    refuse_shared_sqlite(host, data_dir, now, settings.lease_seconds)
+    # Our record first, and all in one transaction: other runners adopt a crawl whose home
+    # has no live record, so this home must never be without one, even for a moment (it
+    # was, between the two statements, and a runner ticking then took our crawls away
+    # while our crawlers still ran: the two-runner chaos trial lost their pages).
+    with transaction.atomic():
+        RunnerRecord.objects.create(id=runner_id, hostname=host, pid=os.getpid(),
+                                    data_dir=data_dir, started_at=now, heartbeat_at=now)
+        dead = list(RunnerRecord.objects.filter(hostname=host, data_dir=data_dir,
+                                                stopped_at__isnull=True)
+                    .exclude(pk=runner_id).values_list("pk", flat=True))
+        RunnerRecord.objects.filter(pk__in=dead).update(stopped_at=now)
+        taken = Crawl.objects.filter(lease_owner__in=dead, retry_at__gt=now).update(retry_at=now)
+    if taken:
+        log.info("taking over %d crawl(s) from a runner that died (%s)", taken, ", ".join(dead))
 
 
 def refuse_shared_sqlite(host: str, data_dir: str, now: dt.datetime, lease_seconds: float) -> None:
