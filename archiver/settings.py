@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import time
 from pathlib import Path
 
 import dj_database_url
@@ -40,18 +42,24 @@ def _secret_key() -> str:
     if key := os.environ.get("ARCHIVER_SECRET_KEY"):
         return key
     path = DATA_DIR / "secret_key"
+    with contextlib.suppress(FileNotFoundError):
+        return path.read_text().strip()
+    if not DATA_DIR.is_dir():
+        return secrets.token_urlsafe(50)
+    key = secrets.token_urlsafe(50)
     try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        if not DATA_DIR.is_dir():
-            return secrets.token_urlsafe(50)
-        key = secrets.token_urlsafe(50)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(key)
-        return key
-    except FileExistsError:  # pragma: no cover - a concurrent first start won the race
-        return path.read_text().strip()
+    except FileExistsError:
+        # Two commands started at once on a new data dir (the daemon and `add`): the other
+        # wrote it. Wait for its bytes rather than read an empty file.
+        for _ in range(50):
+            if saved := path.read_text().strip():
+                return saved
+            time.sleep(0.02)
+        raise ConfigError(f"{path} is empty: remove it and a new key is made") from None
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
+    return key
 
 
 SECRET_KEY = _secret_key()

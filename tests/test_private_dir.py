@@ -104,3 +104,21 @@ def test_a_data_dir_without_a_database_gets_none(tmp_path):
     result = manage("status", data_dir=tmp_path)
     assert result.returncode == 1 and "ARCHIVER_DATA_DIR" in result.stderr
     assert not (tmp_path / "archiver.sqlite3").exists()
+
+
+def test_two_commands_started_at_once_on_a_new_data_dir_share_one_secret_key(tmp_path, monkeypatch):
+    """The daemon and `add` started together: the one that loses the race to create the key
+    reads the winner's instead of crashing (a flaky CI failure, reproduced here)."""
+    from archiver import settings as archiver_settings
+
+    monkeypatch.setattr(archiver_settings, "DATA_DIR", tmp_path)
+    monkeypatch.delenv("ARCHIVER_SECRET_KEY", raising=False)
+    real_open = os.open
+
+    def the_other_wrote_it_first(path, flags, mode=0o777):
+        if Path(path).name == "secret_key":
+            Path(path).write_text("theirs")
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(os, "open", the_other_wrote_it_first)
+    assert archiver_settings._secret_key() == "theirs"
