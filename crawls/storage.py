@@ -4,6 +4,7 @@ or a local folder other than the data dir (ARCHIVER_STORAGE_URL=/path: link_loca
     store = storage.object_store(settings)          # None: archives stay in the data dir
     size = store.head(key)                          # None if there is no such object
     for chunk in store.read(key, first, last): ...  # GetObject with a Range
+    with store.open(key, size) as f: ...            # a seekable file of it, read by ranges
     store.delete(key)
 
 A CrawlFile kept in a bucket has `root = "s3://<bucket>"` and `path = <key>`; every other
@@ -17,6 +18,7 @@ passed on (their context holds the request).
 from __future__ import annotations
 
 import functools
+import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +31,7 @@ from archiver.errors import ArchiverError, ConfigError
 CHUNK = 256 * 1024
 CONNECT_TIMEOUT = 5  # seconds: an object store that does not answer is a wait, not a hang
 READ_TIMEOUT = 30
+OPEN_BUFFER = 1 << 20  # ObjectStore.open(): at most one GET per MiB read
 
 
 class StorageError(ArchiverError):
@@ -129,6 +132,11 @@ class ObjectStore:
             raise self._failed("read", key, exc) from None
         return stream(answer["Body"])
 
+    def open(self, key: str, size: int) -> io.BufferedReader:
+        """The object as a seekable binary file of `size` bytes, each read a ranged GET (for
+        zipfile: a WACZ's page lists without fetching its WARCs)."""
+        return io.BufferedReader(ObjectFile(self, key, size), buffer_size=OPEN_BUFFER)
+
     def write(self, key: str, handle, size: int) -> None:
         """Upload `size` bytes from a binary file object (multipart when large)."""
         from boto3.exceptions import Boto3Error
@@ -160,6 +168,43 @@ class ObjectStore:
         except (BotoCoreError, ClientError) as exc:
             raise self._failed("list", prefix, exc) from None
         return found
+
+
+class ObjectFile(io.RawIOBase):
+    """ObjectStore.open(): reads past `size` return nothing, a store that fails raises
+    StorageError (an object replaced by a shorter one reads short: zipfile then refuses it)."""
+
+    def __init__(self, store: ObjectStore, key: str, size: int):
+        super().__init__()
+        self.store, self.key, self.size, self.position = store, key, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise ValueError("negative seek position")
+        self.position = base + offset
+        return self.position
+
+    def readinto(self, buffer) -> int:
+        want = min(len(buffer), self.size - self.position)
+        if want <= 0:
+            return 0
+        got = 0
+        for chunk in self.store.read(self.key, self.position, self.position + want - 1):
+            chunk = chunk[:want - got]
+            buffer[got:got + len(chunk)] = chunk
+            got += len(chunk)
+        self.position += got
+        return got
 
 
 def stream(body) -> Iterator[bytes]:

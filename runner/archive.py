@@ -66,6 +66,7 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
+from typing import BinaryIO
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -308,10 +309,35 @@ def entries(dir_fd: int, limits: Limits) -> Iterator[os.DirEntry]:
 # --- zip members ------------------------------------------------------------------------------
 
 
-def zip_directory(fd: int, size: int) -> tuple[int, int]:
+# A zip is read from an open descriptor of ours (a file in the data dir, checked by
+# regular_file) or from a seekable binary file (an object in the bucket, read by range).
+ZipSource = int | BinaryIO
+
+
+@contextlib.contextmanager
+def zip_file(source: ZipSource) -> Iterator[BinaryIO]:
+    if isinstance(source, int):
+        with io.BufferedReader(io.FileIO(source, closefd=False)) as raw:
+            yield raw
+    else:
+        source.seek(0)
+        yield source
+
+
+def read_exact(source: ZipSource, size: int, offset: int) -> bytes:
+    if isinstance(source, int):
+        return read_at(source, size, offset)
+    source.seek(offset)
+    data = source.read(size)
+    if len(data) < size:
+        raise Refused("a file shrank while it was read; left alone")
+    return data
+
+
+def zip_directory(fd: ZipSource, size: int) -> tuple[int, int]:
     """(entries, bytes) of a zip's central directory, as its end record says (zip64 too)."""
     tail_start = max(size - (22 + 0xFFFF), 0)
-    tail = read_at(fd, size - tail_start, tail_start)
+    tail = read_exact(fd, size - tail_start, tail_start)
     at = tail.rfind(b"PK\x05\x06")
     if at < 0 or len(tail) - at < 22:
         raise Refused("not a zip file (no end record)")
@@ -319,25 +345,25 @@ def zip_directory(fd: int, size: int) -> tuple[int, int]:
     if count != 0xFFFF and directory != 0xFFFFFFFF:
         return count, directory
     end = tail_start + at
-    locator = read_at(fd, 20, end - 20) if end >= 20 else b""
+    locator = read_exact(fd, 20, end - 20) if end >= 20 else b""
     if locator[:4] != b"PK\x06\x07":
         raise Refused("a zip64 file without its locator")
     (record_at,) = struct.unpack_from("<Q", locator, 8)
     if record_at + 56 > size:
         raise Refused("a zip64 end record outside the file")
-    record = read_at(fd, 56, record_at)
+    record = read_exact(fd, 56, record_at)
     if record[:4] != b"PK\x06\x06":
         raise Refused("a zip64 file without its end record")
     return struct.unpack_from("<QQ", record, 32)
 
 
-def zip_members(fd: int, size: int, limits: Limits) -> list[tuple[str, int]]:
+def zip_members(fd: ZipSource, size: int, limits: Limits) -> list[tuple[str, int]]:
     """(name, size) of every member, after checking the directory is of a sane size."""
     count, directory = zip_directory(fd, size)
     if count > limits.zip_entries or directory > limits.zip_directory_bytes:
         raise Refused(f"a zip claiming {count} entries in {directory} bytes of directory")
     try:
-        with io.BufferedReader(io.FileIO(fd, closefd=False)) as raw, zipfile.ZipFile(raw) as archive:
+        with zip_file(fd) as raw, zipfile.ZipFile(raw) as archive:
             infos = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError,
             struct.error, NotImplementedError) as exc:
@@ -752,8 +778,9 @@ def kept_pages(data_dir: Path, kept: CrawlFile, limits: Limits = Limits()) -> It
         yield from page_entries(fd, st.st_size, limits)
 
 
-def page_entries(fd: int, size: int, limits: Limits) -> Iterator[dict]:
-    """The entries of the page lists of the WACZ open at `fd` (of `size` bytes).
+def page_entries(fd: ZipSource, size: int, limits: Limits) -> Iterator[dict]:
+    """The entries of the page lists of the WACZ open at `fd` (of `size` bytes; a descriptor
+    or an object in the bucket, see zip_file).
 
     The WACZ is ours, its content the crawler's: the zip directory is measured before it is
     parsed, at most `limits.pages_bytes` are decompressed and a line longer than
@@ -763,7 +790,7 @@ def page_entries(fd: int, size: int, limits: Limits) -> Iterator[dict]:
     budget = limits.pages_bytes
     names = {name for name, _size in zip_members(fd, size, limits)}
     try:
-        with io.BufferedReader(io.FileIO(fd, closefd=False)) as raw, zipfile.ZipFile(raw) as wacz:
+        with zip_file(fd) as raw, zipfile.ZipFile(raw) as wacz:
             for member in (name for name in PAGE_LISTS if name in names):
                 with wacz.open(member) as lines:
                     while budget > 0 and (line := lines.readline(limits.page_line_bytes + 1)):
