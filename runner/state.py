@@ -39,6 +39,7 @@ class Held:
     errors: int = 0  # unexpected errors in a row; backs off, then fails the crawl
     backoff_until: dt.datetime | None = None
     granted: bool = False  # its Redis credentials exist on the server (lost with a restart)
+    handover_until: dt.datetime | None = None  # adopted from a dead home: steps/handover.py
 
 
 class Episodes:

@@ -18,7 +18,7 @@ from django.db.models import Q
 from crawls import admission, quotas
 from crawls.models import Crawl, CrawlStatus, ExitReason, Intent, RunnerRecord
 from runner.state import Held, Runtime
-from runner.steps import finish
+from runner.steps import finish, handover
 
 log = logging.getLogger("runner.daemon")
 S = CrawlStatus
@@ -77,15 +77,16 @@ def adopt_expired(rt: Runtime, now: dt.datetime) -> bool:
 
 def take_home(rt: Runtime, pk: str, token: int, home: str, now: dt.datetime) -> None:
     """An adopted crawl is ours from now on. If its instances lived elsewhere (a runner known
-    dead), they are lost with that runner, which is not a failure of the crawl: new ones are
-    launched here from its Redis state."""
+    dead), they are lost with that runner, which is not a failure of the crawl: once they
+    are handed over (steps/handover.py), new ones are launched here from its Redis state."""
     crawl = Crawl.objects.get(pk=pk)
     foreign = bool(crawl.home_dir) and crawl.home_dir != home
     if foreign:
         for process in crawl.processes.live():
             process.mark_lost(ExitReason.ORPHANED, "its runner died", now)
+        handover.begin(rt.held[pk], now, rt.settings.lease_seconds, DEAD_AFTER_LEASES)
         rt.note(crawl, f"adopted from {crawl.home_dir}, whose runner is gone; relaunching its "
-                       "crawlers here", "warning", now)
+                       "crawlers here once the old ones stopped", "warning", now)
     else:
         rt.event(f"crawl {crawl.short_id}: adopted")
     crawl.set_home(rt.id, home, token)

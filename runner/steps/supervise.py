@@ -21,7 +21,7 @@ from runner.apply import CrawlFailed, carry_out
 from runner.decide import HandleExit, Policy
 from runner.observe import observe
 from runner.state import Runtime
-from runner.steps import finish
+from runner.steps import finish, handover
 
 log = logging.getLogger("runner.daemon")
 S = CrawlStatus
@@ -141,6 +141,8 @@ def supervise(rt: Runtime, crawl: Crawl, now: dt.datetime, processes: list[Proce
               messages: list[CrawlMessage] = ()) -> bool:
     """One look at a held crawl: progress in, commands out, instances checked, maybe finish."""
     held = rt.held[crawl.pk]
+    if held.handover_until is not None and handover.pending(rt, crawl, held, now):
+        return False
     if crawl.status == S.PAUSED:
         return finish.end_paused(rt, crawl, held.token, now)
     if processes is None:

@@ -10,6 +10,7 @@ import pytest
 
 from crawls.models import Crawl, CrawlStatus, ExitReason, ProcessStatus, RunnerRecord
 from runner.daemon import RunnerBusy
+from runner.launchers import hostname
 from runner.steps import claim
 from tests.runner.conftest import T0
 from tests.runner.test_steps import end_instance, keys, later, report
@@ -113,11 +114,23 @@ def test_a_crawl_whose_runner_is_dead_is_adopted_and_relaunched_without_using_an
 
     crawl.refresh_from_db()
     assert crawl.pk in other.held and crawl.home_runner == other.id
+    # Its old crawler may still run (only the daemon died): it is asked to stop first, and
+    # nothing is launched beside it.
+    host = hostname(crawl.pk, 0)
+    assert keys(store, crawl).hget(f"{crawl.pk}:stopone", host) == "1"
+    assert crawl.processes.count() == 1
+    keys(store, crawl).hset(f"{crawl.pk}:status", host, "done")  # what a stopped one says
+    other.tick(later(dead_for + 1))
+
+    crawl.refresh_from_db()
     old, new = crawl.processes.order_by("pk")
     assert old.status == ProcessStatus.LOST and old.exit_reason == ExitReason.ORPHANED
     assert new.status == ProcessStatus.RUNNING and new.runner == other.id
     assert crawl.pages_done == 3  # continued from its Redis state
     assert keys(store, crawl).get(f"{crawl.pk}:d") == "3"
+    # The old instance's fields are forgotten, so its "done" does not end the crawl.
+    assert keys(store, crawl).hget(f"{crawl.pk}:status", host) is None
+    assert keys(store, crawl).hget(f"{crawl.pk}:stopone", host) is None
 
 
 def test_two_data_dirs_cannot_share_one_sqlite_database(make_runner, settings, fake, tmp_path):

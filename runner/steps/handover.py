@@ -1,0 +1,133 @@
+"""Handing over a crawl adopted from a dead home, before anything is relaunched here.
+
+Its instances ran with a runner that is gone (docs/scaling.md, "When a runner or a host
+dies"). Either only that daemon died, and they still crawl; or the host went with them, and
+what they archived since their last upload went too, while Redis counts those pages done.
+So, once per adoption:
+
+1. every instance whose status in Redis is not final is asked to stop (`:stopone`), and we
+   wait for them to be final, at most DEAD_AFTER_LEASES leases: a live orphan finishes its
+   page, uploads, reports and exits, and never crawls beside the namesake we launch;
+2. then what they reported is recorded, the page lists of the crawl's archives in the
+   bucket name the pages they hold (Snapshot.filename), and every page that is done and in
+   no recorded archive goes back into the queue (`ZADD :q`, `DECRBY :d`), in the same Redis
+   transaction that forgets the old instances' `:status` and `:stopone` fields.
+
+What is lost with the host is thus crawled again, and what a live orphan archived is not.
+Left: an orphan that stays silent past the wait (a partition, not a death) and uploads
+later has its pages crawled twice; a page whose record a runner popped from `:pages` and
+died before storing has no Snapshot and is not requeued.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+
+import redis
+
+from archiver.errors import ArchiverError
+from crawls import storage
+from crawls.models import Crawl, Snapshot, SnapshotStatus
+from runner import archive, uploads
+from runner.apply import drain_rest, listed_urls, record_kept, set_filename
+from runner.state import Held, Runtime
+
+log = logging.getLogger("runner.daemon")
+EXITED = ("done", "interrupted", "failed", "canceled")
+WAITING = "adopted: waiting for its old crawlers to stop and upload"
+BATCH = 500
+
+
+def begin(held: Held, now: dt.datetime, lease_seconds: float, leases: int) -> None:
+    held.handover_until = now + dt.timedelta(seconds=leases * lease_seconds)
+
+
+def pending(rt: Runtime, crawl: Crawl, held: Held, now: dt.datetime) -> bool:
+    """True while the handover waits (nothing else happens to the crawl this tick); False
+    once it is done. Redis or the bucket away: it waits for them."""
+    if crawl.redis_db is None:
+        held.handover_until = None
+        return False
+    try:
+        statuses = rt.store.statuses(crawl.redis_db, crawl.pk)
+        working = sorted(host for host, status in statuses.items() if status not in EXITED)
+        if working and now < held.handover_until:
+            ask_to_stop(rt, crawl, held, working)
+            rt.set_waiting_reason(crawl, f"{WAITING} ({', '.join(working)})", now)
+            return True
+        take_over(rt, crawl, sorted(statuses), working, now)
+    except (redis.RedisError, ArchiverError) as exc:
+        what = str(exc) if isinstance(exc, ArchiverError) else f"Redis failed ({type(exc).__name__})"
+        if (now - held.handover_until).total_seconds() < rt.redis_grace:
+            if rt.episodes.begin(f"handover-{crawl.pk}"):
+                rt.note(crawl, f"handing over from its old home waits: {what}", "warning", now)
+            rt.set_waiting_reason(crawl, f"{WAITING}: {what[:150]}", now)
+            return True
+        # Waiting longer would hold the crawl forever; supervision deals with what is wrong.
+        rt.note(crawl, f"gave up handing over from its old home ({what}): pages it did not "
+                       "upload are lost", "error", now)
+    rt.episodes.end(f"handover-{crawl.pk}")
+    held.handover_until = None
+    if crawl.pk in rt.held:
+        rt.set_waiting_reason(crawl, "", now)
+    return False
+
+
+def ask_to_stop(rt: Runtime, crawl: Crawl, held: Held, hosts: list[str]) -> None:
+    for host in hosts:
+        if f"handover-{host}" not in held.flags:
+            rt.store.stop_one(crawl.redis_db, crawl.pk, host)
+            held.flags.add(f"handover-{host}")
+            rt.event(f"crawl {crawl.short_id}: asked its old crawler {host} to stop")
+
+
+def take_over(rt: Runtime, crawl: Crawl, hosts: list[str], silent: list[str], now: dt.datetime) -> None:
+    """Record, name, then requeue what no archive holds; the old instances forgotten."""
+    record_kept(rt, crawl, uploads.record_reports(rt, crawl, now), now)
+    if rt.settings.s3 and rt.store.client(crawl.redis_db).llen(uploads.reports_key(crawl.pk)):
+        # Not recorded yet (the store is away): their pages would look lost.
+        raise storage.StorageError("object storage: uploads are not recorded yet")
+    drain_rest(rt, crawl, now)
+    name_from_bucket(rt, crawl, now)
+    lost = list(Snapshot.objects.filter(crawl=crawl, status=SnapshotStatus.DONE, filename="")
+                .values_list("pk", "url", "depth", "seed"))
+    seeds = list(crawl.seeds)
+    entries = [json.dumps({"url": url, "seedId": seeds.index(url) if seed and url in seeds else 0,
+                           "depth": depth, "extraHops": 0}, separators=(",", ":"))
+               for _pk, url, depth, seed in lost]
+    rt.store.requeue(crawl.redis_db, crawl.pk, entries, hosts)
+    for start in range(0, len(lost), BATCH):
+        Snapshot.objects.filter(pk__in=[row[0] for row in lost[start:start + BATCH]],
+                                status=SnapshotStatus.DONE).update(status=SnapshotStatus.QUEUED)
+    if silent:
+        rt.note(crawl, f"its old crawlers {', '.join(silent)} did not stop in time; "
+                       "taken as gone with their host", "warning", now)
+    if lost:
+        rt.note(crawl, f"{len(lost)} page(s) done on its old home are in no uploaded archive; "
+                       "queued again", "warning", now)
+
+
+def name_from_bucket(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
+    """Snapshot.filename for the pages of each of the crawl's archives in the bucket, read
+    from the object's page lists (a few ranged GETs each, not the whole WACZ). The store
+    away raises StorageError (the handover waits); an archive that cannot be read is said,
+    and its pages, if done, are crawled again rather than trusted to it."""
+    objects = storage.object_store(rt.settings)
+    if objects is None:
+        return
+    limits = archive.Limits.of(rt.settings)
+    for key, size in crawl.files.filter(root=objects.target.root).values_list("path", "size"):
+        name, urls = key.rsplit("/", 1)[-1], []
+        try:
+            with objects.open(key, size) as handle:
+                for url in listed_urls(archive.page_entries(handle, size, limits)):
+                    urls.append(url)
+                    if len(urls) >= BATCH:
+                        set_filename(crawl, urls, name)
+                        urls = []
+        except archive.Refused as exc:
+            rt.note(crawl, f"cannot read the pages list of s3://{objects.bucket}/{key}: {exc}",
+                    "warning", now)
+        set_filename(crawl, urls, name)

@@ -1,0 +1,157 @@
+"""A crawl adopted from a dead home is handed over before anything is relaunched: its old
+crawlers are asked to stop and waited for, then the pages Redis counts done that no
+uploaded archive holds go back into the queue (runner/steps/handover.py). Against a real
+Redis, the moto server and the test database."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import json
+import zipfile
+
+import pytest
+
+from crawls.config import CrawlConfig
+from crawls.models import Crawl, CrawlLog, Org, Snapshot, SnapshotStatus
+from runner.launchers import hostname
+from runner.progress import ProgressStore
+from runner.redis_server import RedisEndpoint
+from runner.state import Held, Runtime
+from runner.steps import handover
+from runner.uploads import reports_key
+from tests.storage.conftest import storage_settings
+
+T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
+DB = 7
+URLS = [f"http://site.test/{i}" for i in range(5)]
+pytestmark = pytest.mark.django_db
+
+
+def wacz_of(urls: list[str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wacz:
+        lines = [{"format": "json-pages-1.0", "id": "pages"}]
+        lines += [{"url": url, "ts": "2030-01-01T12:00:00Z", "loadState": 4} for url in urls]
+        wacz.writestr("pages/pages.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
+        wacz.writestr("archive/data.warc.gz", b"w" * 1000)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def rt(redis_server, s3_endpoint, bucket, data_dir):
+    endpoint = RedisEndpoint(host="127.0.0.1", port=redis_server.port, databases=redis_server.databases)
+    store = ProgressStore(endpoint)
+    yield Runtime(settings=storage_settings(data_dir, s3_endpoint, bucket), launcher=None, store=store,
+                  id="adopter", clock=lambda: T0, host_check=lambda crawl: None,
+                  disk_check=lambda: None, host_usage=lambda: None)
+    store.client(DB).flushdb()
+    store.close()
+
+
+@pytest.fixture
+def adopted(rt, s3, bucket):
+    """A crawl adopted at T0 from a dead home: its instance 0 said it was running, had done
+    4 pages (u0..u3) of 5 seen, and uploaded one session holding u0 and u1 whose report
+    nobody recorded yet; u4 is still queued."""
+    crawl = Crawl.create(Org.objects.get_or_create(slug="default")[0], CrawlConfig(seeds=[URLS[0]]))
+    Crawl.objects.filter(pk=crawl.pk).update(redis_db=DB, lease_owner=rt.id, lease_token=1,
+                                             status="running")
+    crawl.refresh_from_db()
+    rt.held[crawl.pk] = Held(token=1, renewed_at=T0)
+    handover.begin(rt.held[crawl.pk], T0, rt.settings.lease_seconds, 4)
+    r = rt.store.client(DB)
+    r.hset(f"{crawl.pk}:status", hostname(crawl.pk, 0), "running")
+    r.set(f"{crawl.pk}:d", 4)
+    r.sadd(f"{crawl.pk}:s", *URLS)
+    r.zadd(f"{crawl.pk}:q", {json.dumps({"url": URLS[4], "seedId": 0, "depth": 1, "extraHops": 0}): 1})
+    for depth, url in enumerate(URLS[:4]):
+        r.lpush(f"{crawl.pk}:pages", json.dumps({"url": url, "status": 200, "depth": min(depth, 1),
+                                                 "seed": depth == 0, "loadState": 4}))
+    data = wacz_of(URLS[:2])
+    key = rt.settings.s3.crawl_prefix(crawl.pk) + "s1.wacz"
+    s3.put_object(Bucket=bucket, Key=key, Body=data)
+    r.rpush(reports_key(crawl.pk), json.dumps({
+        "id": crawl.pk, "path": "s1.wacz", "size": len(data),
+        "hash": hashlib.sha256(data).hexdigest(), "completed": False}))
+    return crawl
+
+
+def queued_urls(rt, crawl) -> set[str]:
+    return {json.loads(entry)["url"] for entry in rt.store.client(DB).zrange(f"{crawl.pk}:q", 0, -1)}
+
+
+def test_old_crawlers_are_asked_to_stop_and_waited_for_before_anything_is_requeued(rt, adopted):
+    crawl, held, host = adopted, rt.held[adopted.pk], hostname(adopted.pk, 0)
+    r = rt.store.client(DB)
+    assert handover.pending(rt, crawl, held, T0 + dt.timedelta(seconds=1)) is True
+    assert r.hget(f"{crawl.pk}:stopone", host) == "1"
+    assert queued_urls(rt, crawl) == {URLS[4]} and r.get(f"{crawl.pk}:d") == "4"
+    assert Crawl.objects.get(pk=crawl.pk).waiting_reason.startswith(handover.WAITING)
+
+    r.hset(f"{crawl.pk}:status", host, "done")  # it stopped: finished its page, uploaded, reported
+    assert handover.pending(rt, crawl, held, T0 + dt.timedelta(seconds=2)) is False
+
+    assert held.handover_until is None
+    assert [f.path.rsplit("/", 1)[1] for f in crawl.files.all()] == ["s1.wacz"]
+    snapshots = {s.url: s for s in Snapshot.objects.filter(crawl=crawl)}
+    assert {u: (s.status, s.filename) for u, s in snapshots.items()} == {
+        URLS[0]: (SnapshotStatus.DONE, "s1.wacz"), URLS[1]: (SnapshotStatus.DONE, "s1.wacz"),
+        URLS[2]: (SnapshotStatus.QUEUED, ""), URLS[3]: (SnapshotStatus.QUEUED, "")}
+    assert queued_urls(rt, crawl) == {URLS[2], URLS[3], URLS[4]}
+    assert r.get(f"{crawl.pk}:d") == "2"
+    assert r.hgetall(f"{crawl.pk}:status") == {} and r.hgetall(f"{crawl.pk}:stopone") == {}
+    assert Crawl.objects.get(pk=crawl.pk).waiting_reason == ""
+    assert CrawlLog.objects.filter(crawl=crawl, message__startswith="2 page(s) done").exists()
+
+
+def test_a_host_that_never_answers_is_taken_as_gone_after_the_wait(rt, adopted):
+    crawl, held = adopted, rt.held[adopted.pk]
+    assert handover.pending(rt, crawl, held, T0 + dt.timedelta(seconds=1)) is True
+    assert handover.pending(rt, crawl, held, held.handover_until) is False
+    assert queued_urls(rt, crawl) == {URLS[2], URLS[3], URLS[4]}
+    assert CrawlLog.objects.filter(crawl=crawl, message__contains="did not stop in time").exists()
+
+
+def test_a_second_look_requeues_nothing_twice(rt, adopted):
+    crawl, held = adopted, rt.held[adopted.pk]
+    assert handover.pending(rt, crawl, held, held.handover_until) is False
+    handover.begin(held, T0, rt.settings.lease_seconds, 4)  # adopted again (the adopter died)
+    assert handover.pending(rt, crawl, held, held.handover_until) is False
+    assert rt.store.client(DB).get(f"{crawl.pk}:d") == "2"
+    assert rt.store.client(DB).zcard(f"{crawl.pk}:q") == 3
+
+
+def test_with_the_store_away_the_handover_waits_and_requeues_nothing(rt, adopted, s3_endpoint, bucket,
+                                                                     data_dir):
+    crawl, held = adopted, rt.held[adopted.pk]
+    rt.settings = storage_settings(data_dir, "http://127.0.0.1:9", bucket)
+    assert handover.pending(rt, crawl, held, held.handover_until) is True
+    assert queued_urls(rt, crawl) == {URLS[4]} and rt.store.client(DB).get(f"{crawl.pk}:d") == "4"
+    assert held.handover_until is not None
+    rt.settings = storage_settings(data_dir, s3_endpoint, bucket)  # back
+    assert handover.pending(rt, crawl, held, held.handover_until) is False
+    assert queued_urls(rt, crawl) == {URLS[2], URLS[3], URLS[4]}
+
+
+def test_a_page_list_is_read_by_ranges_not_by_fetching_the_whole_archive(rt, s3, bucket):
+    from crawls import storage
+    from runner import archive
+
+    data = wacz_of(URLS) + b""  # small members first, then a large WARC
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wacz:
+        wacz.writestr("archive/big.warc", b"x" * (8 << 20), compress_type=zipfile.ZIP_STORED)
+        with zipfile.ZipFile(io.BytesIO(data)) as small:
+            wacz.writestr("pages/pages.jsonl", small.read("pages/pages.jsonl"))
+    data = buffer.getvalue()
+    s3.put_object(Bucket=bucket, Key="k.wacz", Body=data)
+    objects = storage.object_store(rt.settings)
+    reads = []
+    real_read = objects.read
+    objects.read = lambda key, first, last: reads.append(last - first + 1) or real_read(key, first, last)
+    with objects.open("k.wacz", len(data)) as handle:
+        got = [e["url"] for e in archive.page_entries(handle, len(data), archive.Limits()) if "url" in e]
+    assert got == URLS
+    assert sum(reads) < 4 << 20, reads  # the 8 MiB WARC was not fetched
