@@ -50,21 +50,22 @@ def link_local_archives(settings: Settings) -> Path | None:
         return None
     link = settings.data_dir / "archives"
     try:
-        target.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if link.is_symlink():
-            if Path(os.readlink(link)) != target:
-                raise ConfigError(f"ARCHIVER_STORAGE_URL is {target}, but {link} links to "
-                                  f"{os.readlink(link)}: move its archives there, then remove the link")
-            return target
-        if link.is_dir():
-            if any(link.iterdir()):
-                raise ConfigError(f"ARCHIVER_STORAGE_URL is {target}, but {link} holds archives: "
-                                  f"move them (mv {link}/* {target}/), remove {link}, and start again")
-            link.rmdir()
-        elif link.exists():
+        linked = link.is_symlink()
+        if linked and Path(os.readlink(link)) != target:
+            raise ConfigError(f"ARCHIVER_STORAGE_URL is {target}, but {link} links to "
+                              f"{os.readlink(link)}: move its archives there, then remove the link")
+        if not linked and link.is_dir() and any(link.iterdir()):
+            raise ConfigError(f"ARCHIVER_STORAGE_URL is {target}, but {link} holds archives: "
+                              f"move them (mv {link}/* {target}/), remove {link}, and start again")
+        if not linked and link.exists() and not link.is_dir():
             raise ConfigError(f"{link} is a file; ARCHIVER_STORAGE_URL={target} needs that name")
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        os.symlink(target, link)
+        # Only now, so a refused start leaves nothing behind.
+        target.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not linked:
+            if link.is_dir():
+                link.rmdir()
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, link)
     except OSError as exc:
         raise ConfigError(f"cannot keep archives in {target}: {exc.strerror or exc}") from exc
     return target

@@ -77,6 +77,7 @@ def test_archives_already_in_the_data_dir_or_a_link_elsewhere_are_left_as_they_a
     with pytest.raises(ConfigError, match="holds archives: move them"):
         storage.link_local_archives(settings_for(data_dir, str(target)))
     assert kept.read_bytes() == b"kept" and not (data_dir / "archives").is_symlink()
+    assert not target.exists()  # a refused start leaves nothing behind
 
     shutil.rmtree(data_dir / "archives")
     os.symlink(data_dir.parent / "elsewhere", data_dir / "archives")
