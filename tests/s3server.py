@@ -60,14 +60,19 @@ class MotoServer:
                 time.sleep(0.1)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self._log.close()
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    """A server process of the tests: terminated, killed if it does not end in 10 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def new_bucket(endpoint: str) -> str:

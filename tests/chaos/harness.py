@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tests.s3server import stop_process
 from tests.sitegen import Response, html, serve_site
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,13 +190,8 @@ class RedisServer:
             self.kills += 1
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process:
+            stop_process(self.process)
 
     def find_db(self, key: str) -> int | None:
         """The database holding `key` (the harness does not know how the runner allocates)."""
@@ -830,9 +826,7 @@ def remove_containers(data_dirs: list[Path]) -> int:
     if not data_dirs:
         return 0
     try:
-        import docker
-
-        client = docker.from_env(timeout=10)
+        client = engine_client(10)
     except Exception:  # noqa: BLE001 - no engine, nothing of ours can run there
         return 0
     removed = 0
@@ -853,12 +847,30 @@ def remove_containers(data_dirs: list[Path]) -> int:
     return removed
 
 
+def engine_client(timeout: float):
+    """A client of the engine DOCKER_HOST names, which answered a ping. The docker package
+    leaves its socket open when a Unix socket refuses the connection (a ResourceWarning that
+    failed a lone test without an engine), so that socket is tried here first."""
+    import docker
+
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if host.startswith("unix://"):
+        with socket.socket(socket.AF_UNIX) as probe:
+            probe.settimeout(timeout)
+            probe.connect(host.removeprefix("unix://"))
+    client = docker.DockerClient.from_env(timeout=timeout, version="1.41")
+    try:
+        client.ping()
+    except Exception:
+        client.close()
+        raise
+    return client
+
+
 def docker_ready() -> str | None:
     """None when an engine answers and has the crawler image; else why not."""
     try:
-        import docker
-
-        client = docker.from_env(timeout=5)
+        client = engine_client(5)
     except Exception as exc:  # noqa: BLE001
         return f"no Docker engine ({type(exc).__name__})"
     try:
