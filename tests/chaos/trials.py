@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.chaos.harness import (
@@ -22,6 +23,26 @@ from tests.chaos.harness import (
 )
 
 
+@contextlib.contextmanager
+def two_hosts(root: Path, database_url: str, *, bucket: bool, trees: int, pages: int,
+              delay: float) -> Iterator[tuple]:
+    """(site, trial, a, b): two data dirs (two hosts) on one PostgreSQL database, one Redis
+    and, with `bucket`, one S3 bucket, migrated, their daemons not started yet."""
+    redis = RedisServer.start(root / "redis")
+    storage = SharedBucket(root / "s3") if bucket else None
+    try:
+        with chaos_site(trees=trees, pages=pages, delay=delay) as site, \
+                Trial(root, database_url=database_url, redis=redis, storage=storage,
+                      env={"ARCHIVER_MAX_CONCURRENT_CRAWLS": "3"}) as trial:
+            a, b = trial.add_data_dir(), trial.add_data_dir()
+            trial.migrate()
+            yield site, trial, a, b
+    finally:
+        redis.stop()
+        if storage:
+            storage.stop()
+
+
 def two_runner_trial(root: Path, database_url: str, *, crawls: int = 30, pages: int = 4,
                      delay: float = 0.05, downtime: float = 6.0, timeout: float = 75,
                      rng: random.Random | None = None, webhook_wait: float = 20,
@@ -31,39 +52,29 @@ def two_runner_trial(root: Path, database_url: str, *, crawls: int = 30, pages: 
     their own small site trees; one daemon killed -9 midway and restarted `downtime` s later
     (past its lease, so the other may adopt its crawls meanwhile)."""
     rng = rng or random.Random()
-    redis = RedisServer.start(root / "redis")
-    storage = SharedBucket(root / "s3") if bucket else None
-    try:
-        with chaos_site(trees=crawls, pages=pages, delay=delay) as site, \
-                Trial(root, database_url=database_url, redis=redis, storage=storage,
-                      env={"ARCHIVER_MAX_CONCURRENT_CRAWLS": "3"}) as trial:
-            a, b = trial.add_data_dir(), trial.add_data_dir()
-            trial.migrate()
-            for data_dir in (a, b):
-                trial.start_daemon(data_dir)
-            for data_dir in (a, b):
-                trial.daemon_ready(data_dir)
-            half = crawls // 2
-            ids = trial.add_many(a, [site.tree_url(k) for k in range(half)])
-            ids += trial.add_many(b, [site.tree_url(k) for k in range(half, crawls)])
-            midway = rng.randint(max(1, crawls // 5), max(1, crawls // 2))
+    with two_hosts(root, database_url, bucket=bucket, trees=crawls, pages=pages,
+                   delay=delay) as (site, trial, a, b):
+        for data_dir in (a, b):
+            trial.start_daemon(data_dir)
+        for data_dir in (a, b):
+            trial.daemon_ready(data_dir)
+        half = crawls // 2
+        ids = trial.add_many(a, [site.tree_url(k) for k in range(half)])
+        ids += trial.add_many(b, [site.tree_url(k) for k in range(half, crawls)])
+        midway = rng.randint(max(1, crawls // 5), max(1, crawls // 2))
 
-            def finals() -> int:
-                return sum(status in FINAL for status in trial.statuses(ids).values())
+        def finals() -> int:
+            return sum(status in FINAL for status in trial.statuses(ids).values())
 
-            with contextlib.suppress(AssertionError):  # kill anyway: slower is still midway
-                wait_for(lambda: finals() >= midway, min(timeout / 2, 20), 0.2, "midway")
-            trial.kill_daemon(a)
-            time.sleep(downtime)
-            trial.start_daemon(a)
-            trial.wait_final(ids, timeout)
-            result = trial.audit(site, ids, webhook_wait=webhook_wait)
-            result["killed_after_final"] = midway
-            return result
-    finally:
-        redis.stop()
-        if storage:
-            storage.stop()
+        with contextlib.suppress(AssertionError):  # kill anyway: slower is still midway
+            wait_for(lambda: finals() >= midway, min(timeout / 2, 20), 0.2, "midway")
+        trial.kill_daemon(a)
+        time.sleep(downtime)
+        trial.start_daemon(a)
+        trial.wait_final(ids, timeout)
+        result = trial.audit(site, ids, webhook_wait=webhook_wait)
+        result["killed_after_final"] = midway
+        return result
 
 
 def adoption_trial(root: Path, database_url: str, *, crawls: int = 12, pages: int = 8,
@@ -72,33 +83,24 @@ def adoption_trial(root: Path, database_url: str, *, crawls: int = 12, pages: in
     """Two hosts sharing one PostgreSQL database, one Redis and one S3 bucket; one runner
     killed -9 midway and never restarted (with `host_dies`, its crawlers too, as when the
     host itself goes: what they had not uploaded is gone with it). The other adopts its
-    crawls once it is known dead (4 leases of 5 s) and continues them from Redis."""
+    crawls once it is known dead (4 leases of 5 s), hands them over and continues them."""
     rng = rng or random.Random()
-    redis = RedisServer.start(root / "redis")
-    storage = SharedBucket(root / "s3")
-    try:
-        with chaos_site(trees=crawls, pages=pages, delay=delay) as site, \
-                Trial(root, database_url=database_url, redis=redis, storage=storage,
-                      env={"ARCHIVER_MAX_CONCURRENT_CRAWLS": "3"}) as trial:
-            a, b = trial.add_data_dir(), trial.add_data_dir()
-            trial.migrate()
-            trial.start_daemon(a)
-            trial.daemon_ready(a)
-            ids = trial.add_many(a, [site.tree_url(k) for k in range(crawls)])
-            wait_for(lambda: trial.held_by(a) >= 3, 30, 0.1, "a holds 3 crawls")
-            trial.start_daemon(b)
-            trial.daemon_ready(b)
-            time.sleep(rng.uniform(1.0, 3.0))
-            trial.kill_daemon(a)
-            if host_dies:
-                trial.kill_crawlers(a)
-            trial.wait_final(ids, timeout)
-            result = trial.audit(site, ids, webhook_wait=webhook_wait)
-            result["adopted"] = trial.adopted(b)
-            return result
-    finally:
-        redis.stop()
-        storage.stop()
+    with two_hosts(root, database_url, bucket=True, trees=crawls, pages=pages,
+                   delay=delay) as (site, trial, a, b):
+        trial.start_daemon(a)
+        trial.daemon_ready(a)
+        ids = trial.add_many(a, [site.tree_url(k) for k in range(crawls)])
+        wait_for(lambda: trial.held_by(a) >= 3, 30, 0.1, "a holds 3 crawls")
+        trial.start_daemon(b)
+        trial.daemon_ready(b)
+        time.sleep(rng.uniform(1.0, 3.0))
+        trial.kill_daemon(a)
+        if host_dies:
+            trial.kill_crawlers(a)
+        trial.wait_final(ids, timeout)
+        result = trial.audit(site, ids, webhook_wait=webhook_wait)
+        result["adopted"] = trial.adopted(b)
+        return result
 
 
 def redis_kill_trial(root: Path, *, kills: int = 3, pages: int = 40, delay: float = 0.25,
