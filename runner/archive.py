@@ -66,9 +66,9 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from django.db import transaction
 

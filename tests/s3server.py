@@ -64,12 +64,12 @@ class MotoServer:
         self._log.close()
 
 
-def stop_process(process: subprocess.Popen) -> None:
-    """A server process of the tests: terminated, killed if it does not end in 10 s."""
+def stop_process(process: subprocess.Popen, timeout: float = 10) -> None:
+    """A server process of the tests: terminated, killed if it does not end in `timeout` s."""
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

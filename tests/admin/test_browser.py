@@ -29,6 +29,7 @@ import pytest
 
 from tests.runner.helpers import slow_site
 from tests.runner.test_daemon_process import Installation
+from tests.s3server import stop_process
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,13 +146,8 @@ def admin_url(installation):
             pytest.fail(f"gunicorn did not start: {(installation.data_dir / 'gunicorn.log').read_text()[-2000:]}")
         yield f"http://127.0.0.1:{port}"
     finally:
-        if server is not None and server.poll() is None:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+        if server is not None:
+            stop_process(server, timeout=20)
         log.close()
 
 
