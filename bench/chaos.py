@@ -9,7 +9,9 @@
    (needs ARCHIVER_TEST_POSTGRES_URL or --postgres-url; skipped otherwise); then the
    two-host trial: the same with every archive in one S3 bucket (moto's server, a real
    process on 127.0.0.1), uploaded by the crawlers and recorded by the runner holding the
-   crawl.
+   crawl; then two adoption trials on that set-up: one runner killed -9 for good, alone
+   (its crawlers go on) or with its crawlers (the host is gone), and the other adopts its
+   crawls, hands them over and finishes them.
 3. The Redis-kill trial: one crawl of a slow site while its Redis is killed -9 and
    restarted 3 times, with ARCHIVER_MAX_LAUNCH_ATTEMPTS=2.
 
@@ -37,7 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.chaos.harness import COUNT_KEYS, EXTRA_KEYS, docker_ready  # noqa: E402
-from tests.chaos.trials import kill9_trial, redis_kill_trial, two_runner_trial  # noqa: E402
+from tests.chaos.trials import (  # noqa: E402
+    adoption_trial,
+    kill9_trial,
+    redis_kill_trial,
+    two_runner_trial,
+)
 from tests.pg import fresh_database, server_url, skip_commit_flush  # noqa: E402
 from tests.s3server import MotoMissing, moto_command  # noqa: E402
 
@@ -57,6 +64,14 @@ def postgres_trial(url: str, crawls: int, rng: random.Random, bucket: bool = Fal
         skip_commit_flush(database_url)
         return in_temp_root(two_runner_trial, database_url, crawls=crawls, rng=rng,
                             timeout=60 + 2 * crawls, bucket=bucket)
+
+
+def adoption(url: str, rng: random.Random, host_dies: bool) -> dict:
+    with fresh_database(url) as database_url:
+        skip_commit_flush(database_url)
+        # Slow pages: a page is in flight when the adopter takes over.
+        return in_temp_root(adoption_trial, database_url, rng=rng, host_dies=host_dies,
+                            crawls=9, pages=21, delay=1.5, timeout=180)
 
 
 def moto_missing() -> str | None:
@@ -99,6 +114,9 @@ def main() -> int:
         if (why := moto_missing()) is None:
             runs.append(("two hosts sharing a bucket",
                          postgres_trial(args.postgres_url, crawls, rng, bucket=True)))
+            for host_dies in (False, True):
+                runs.append((f"adoption, {'host' if host_dies else 'daemon'} gone for good",
+                             adoption(args.postgres_url, rng, host_dies)))
         else:
             skipped.append(f"two-host trial: {why}")
     else:
