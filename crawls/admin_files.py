@@ -22,17 +22,17 @@ from django.http import FileResponse, Http404, HttpResponse, StreamingHttpRespon
 
 from archiver import conf
 from crawls import storage
-from crawls.retention import UnsafePath, inside
+from crawls.retention import UnsafePath, kept_path
 
 CHUNK = 256 * 1024
 WACZ_TYPE = "application/wacz"
 RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
 
-def open_archive(root: Path, relative: str):
+def open_archive(data_dir: Path, relative: str):
     """The file as an open binary handle and its size; Http404 if it is gone or unsafe."""
     try:
-        path = inside(root, relative)
+        path = kept_path(data_dir, relative)
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except (UnsafePath, OSError):
         raise Http404("this archive file is not on disk") from None
@@ -73,8 +73,8 @@ def read_span(handle, first: int, last: int):
             yield chunk
 
 
-def serve_archive(request, root: Path, relative: str, filename: str) -> HttpResponse:
-    handle, size = open_archive(root, relative)
+def serve_archive(request, data_dir: Path, relative: str, filename: str) -> HttpResponse:
+    handle, size = open_archive(data_dir, relative)
     wanted = byte_range(request.headers.get("Range", ""), size) if "Range" in request.headers else None
     if wanted == "unsatisfiable":
         handle.close()

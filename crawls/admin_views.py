@@ -235,7 +235,7 @@ def download(modeladmin, request, pk: str, file_pk: int, name: str):
     crawl_file = get_object_or_404(CrawlFile, pk=file_pk, crawl_id=pk)
     if storage.is_object(crawl_file):
         return serve_object(request, crawl_file, file_name(crawl_file))
-    return serve_archive(request, conf.get().data_dir.resolve(), crawl_file.path, file_name(crawl_file))
+    return serve_archive(request, conf.get().data_dir, crawl_file.path, file_name(crawl_file))
 
 
 def file_name(crawl_file: CrawlFile) -> str:

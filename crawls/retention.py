@@ -74,21 +74,29 @@ def delete_all_files(crawl: Crawl, settings: conf.Settings) -> list[str]:
     and its working folder; the paths and keys deleted. OSError or StorageError when one
     could not be deleted: the caller keeps the crawl's rows, so a later pass tries again."""
     root = settings.data_dir.resolve()
-    # archives/ itself may be a link or a mount the operator placed (ARCHIVER_STORAGE_URL as
-    # a local folder makes it a link): files are checked to stay inside where it leads.
     archives = (root / "archives").resolve()
     files = list(crawl.files.all())
     storage.delete_objects(files, settings)
     for crawl_file in files:
         if storage.is_object(crawl_file):
             continue
-        if crawl_file.path.startswith("archives/"):
-            delete_file(archives, crawl_file.path.removeprefix("archives/"))
-        else:
-            delete_file(root, crawl_file.path)
+        try:
+            kept_path(root, crawl_file.path).unlink(missing_ok=True)
+        except UnsafePath as exc:
+            log.warning("retention: leaving %s alone: %s", crawl_file.path, exc)
     delete_empty_folder(archives, archives / crawl.id)
     delete_tree(root, settings.crawls_dir / crawl.id)
     return [f.path for f in files]
+
+
+def kept_path(data_dir: Path, relative: str) -> Path:
+    """Where a file recorded under the data dir is, checked; UnsafePath otherwise. archives/
+    itself may be a link or a mount the operator placed (ARCHIVER_STORAGE_URL as a local
+    folder makes it a link): a file under it is checked to stay inside where it leads."""
+    root = data_dir.resolve()
+    if relative.startswith("archives/"):
+        return inside((root / "archives").resolve(), relative.removeprefix("archives/"))
+    return inside(root, relative)
 
 
 def inside(root: Path, relative: str | Path) -> Path:
@@ -108,11 +116,6 @@ def checked(root: Path, target) -> Path | None:
     except UnsafePath as exc:
         log.warning("retention: leaving %s alone: %s", target, exc)
         return None
-
-
-def delete_file(root: Path, relative: str) -> None:
-    if path := checked(root, relative):
-        path.unlink(missing_ok=True)
 
 
 def delete_empty_folder(root: Path, folder: Path) -> None:

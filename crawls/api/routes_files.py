@@ -64,9 +64,8 @@ def content_type(path: str) -> str:
 
 def open_archive(crawl_file: CrawlFile) -> int:
     """A file descriptor of the archive on disk; 404 if it is missing or not safe to open."""
-    root = conf.get().data_dir.resolve()
     try:
-        path = retention.inside(root, crawl_file.path)
+        path = retention.kept_path(conf.get().data_dir, crawl_file.path)
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except (retention.UnsafePath, OSError):
         raise not_found(f"file {crawl_file.pk} ({crawl_file.path}) is not on disk") from None

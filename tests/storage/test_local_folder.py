@@ -133,3 +133,47 @@ def test_the_daemon_refuses_to_start_over_archives_it_would_hide(folders):
     assert started.returncode != 0
     assert "holds archives: move them" in started.stderr and "Traceback" not in started.stderr
     assert (data_dir / "archives" / "c1" / "c1-0-1.wacz").read_bytes() == b"kept"
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("admin_settings")
+def test_the_admin_and_the_api_serve_an_archive_kept_in_the_folder(folders, admin_client, monkeypatch):
+    """Found by trying it as a user: the download answered 404, because the file's path
+    leads through the archives/ link, out of the data dir."""
+    from archiver import conf
+    from crawls.admin_views import download_url
+    from crawls.api.routes_files import open_archive
+    from crawls.config import CrawlConfig
+    from crawls.models import Crawl, CrawlFile, Org
+
+    data_dir, target = folders
+    monkeypatch.setenv("ARCHIVER_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("ARCHIVER_STORAGE_URL", str(target))
+    conf.get.cache_clear()
+    try:
+        storage.link_local_archives(conf.get())
+        crawl = Crawl.create(Org.objects.get_or_create(slug="default")[0],
+                             CrawlConfig(seeds=["http://127.0.0.1:9/"]))
+        body = bytes(range(256)) * 40
+        (target / crawl.pk).mkdir()
+        (target / crawl.pk / "s1.wacz").write_bytes(body)
+        row = CrawlFile.objects.create(crawl=crawl, path=f"archives/{crawl.pk}/s1.wacz", root=str(data_dir),
+                                       size=len(body), sha256=hashlib.sha256(body).hexdigest())
+        whole = admin_client.get(download_url(row))
+        assert whole.status_code == 200, whole
+        assert b"".join(whole.streaming_content) == body
+        part = admin_client.get(download_url(row), headers={"Range": "bytes=10-19"})
+        assert part.status_code == 206 and b"".join(part.streaming_content) == body[10:20]
+        fd = open_archive(row)
+        try:
+            assert os.pread(fd, 10, 0) == body[:10]
+        finally:
+            os.close(fd)
+        # Still refused: a link planted inside the folder, leading elsewhere.
+        os.symlink("/etc/passwd", target / crawl.pk / "s2.wacz")
+        planted = CrawlFile.objects.create(crawl=crawl, path=f"archives/{crawl.pk}/s2.wacz",
+                                           root=str(data_dir), size=10, sha256="0" * 64)
+        assert admin_client.get(download_url(planted)).status_code == 404
+    finally:
+        monkeypatch.undo()
+        conf.get.cache_clear()
