@@ -207,25 +207,16 @@ class ProgressStore:
         self._run(db, pipe, [f"{crawl_id}:stopone", f"{crawl_id}:status"], ["hash", "hash"],
                   parse=lambda results: None)
 
-    def requeue(self, db: int, crawl_id: str, entries: list[str], hostnames: list[str]) -> None:
-        """In one transaction: queue entries (JSON, as crawlers queue them) of pages counted
-        done whose archive is lost, count them undone, and forget instances that are gone
-        (their `:stopone` and `:status` fields). See runner/steps/handover.py."""
-        k = crawl_id
+    def requeue(self, db: int, crawl_id: str, entries: list[str]) -> None:
+        """Queue entries (JSON, as crawlers queue them) of pages counted done whose archive
+        is lost, and count them undone, in one transaction (runner/steps/handover.py)."""
+        if not entries:
+            return
         pipe = self.client(db).pipeline(transaction=True)
-        keys, kinds = [], []
-        if entries:
-            pipe.zadd(f"{k}:q", {entry: json.loads(entry)["depth"] for entry in entries})
-            pipe.decrby(f"{k}:d", len(entries))
-            keys += [f"{k}:q", f"{k}:d"]
-            kinds += ["zset", "string"]
-        if hostnames:
-            pipe.hdel(f"{k}:stopone", *hostnames)
-            pipe.hdel(f"{k}:status", *hostnames)
-            keys += [f"{k}:stopone", f"{k}:status"]
-            kinds += ["hash", "hash"]
-        if keys:
-            self._run(db, pipe, keys, kinds, parse=lambda results: None)
+        pipe.zadd(f"{crawl_id}:q", {entry: json.loads(entry)["depth"] for entry in entries})
+        pipe.decrby(f"{crawl_id}:d", len(entries))
+        self._run(db, pipe, [f"{crawl_id}:q", f"{crawl_id}:d"], ["zset", "string"],
+                  parse=lambda results: None)
 
     def add_exclusion(self, db: int, hostname: str, regex: str) -> None:
         key = f"{hostname}:msg"

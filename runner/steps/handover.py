@@ -9,9 +9,9 @@ So, once per adoption:
    wait for them to be final, at most DEAD_AFTER_LEASES leases: a live orphan finishes its
    page, uploads, reports and exits, and never crawls beside the namesake we launch;
 2. then what they reported is recorded, the page lists of the crawl's archives in the
-   bucket name the pages they hold (Snapshot.filename), and every page that is done and in
-   no recorded archive goes back into the queue (`ZADD :q`, `DECRBY :d`), in the same Redis
-   transaction that forgets the old instances' `:status` and `:stopone` fields.
+   bucket name the pages they hold (Snapshot.filename), every page that is done and in no
+   recorded archive goes back into the queue (`ZADD :q` and `DECRBY :d` in one Redis
+   transaction), and the old instances' `:status` and `:stopone` fields are forgotten.
 
 What is lost with the host is thus crawled again, and what a live orphan archived is not.
 Left: an orphan that stays silent past the wait (a partition, not a death) and uploads
@@ -91,22 +91,30 @@ def take_over(rt: Runtime, crawl: Crawl, hosts: list[str], silent: list[str], no
         raise storage.StorageError("object storage: uploads are not recorded yet")
     drain_rest(rt, crawl, now)
     name_from_bucket(rt, crawl, now)
-    lost = list(Snapshot.objects.filter(crawl=crawl, status=SnapshotStatus.DONE, filename="")
-                .values_list("pk", "url", "depth", "seed"))
-    seeds = list(crawl.seeds)
-    entries = [json.dumps({"url": url, "seedId": seeds.index(url) if seed and url in seeds else 0,
-                           "depth": depth, "extraHops": 0}, separators=(",", ":"))
-               for _pk, url, depth, seed in lost]
-    rt.store.requeue(crawl.redis_db, crawl.pk, entries, hosts)
-    for start in range(0, len(lost), BATCH):
-        Snapshot.objects.filter(pk__in=[row[0] for row in lost[start:start + BATCH]],
-                                status=SnapshotStatus.DONE).update(status=SnapshotStatus.QUEUED)
+    requeued = requeue_unarchived(rt, crawl)
+    for host in hosts:  # their `done` must not end the crawl, nor their `:stopone` stop ours
+        rt.store.forget_instance(crawl.redis_db, crawl.pk, host)
     if silent:
         rt.note(crawl, f"its old crawlers {', '.join(silent)} did not stop in time; "
                        "taken as gone with their host", "warning", now)
-    if lost:
-        rt.note(crawl, f"{len(lost)} page(s) done on its old home are in no uploaded archive; "
+    if requeued:
+        rt.note(crawl, f"{requeued} page(s) done on its old home are in no uploaded archive; "
                        "queued again", "warning", now)
+
+
+def requeue_unarchived(rt: Runtime, crawl: Crawl) -> int:
+    """Pages done that no recorded archive holds, back in the crawl's queue and counted
+    undone, BATCH at a time (a long session lost with its host can be many pages)."""
+    seeds, total = list(crawl.seeds), 0
+    while lost := list(Snapshot.objects.filter(crawl=crawl, status=SnapshotStatus.DONE, filename="")
+                       .values_list("pk", "url", "depth", "seed")[:BATCH]):
+        entries = [json.dumps({"url": url, "seedId": seeds.index(url) if seed and url in seeds else 0,
+                               "depth": depth, "extraHops": 0}, separators=(",", ":"))
+                   for _pk, url, depth, seed in lost]
+        rt.store.requeue(crawl.redis_db, crawl.pk, entries)
+        Snapshot.objects.filter(pk__in=[row[0] for row in lost]).update(status=SnapshotStatus.QUEUED)
+        total += len(lost)
+    return total
 
 
 def name_from_bucket(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:

@@ -155,3 +155,14 @@ def test_a_page_list_is_read_by_ranges_not_by_fetching_the_whole_archive(rt, s3,
         got = [e["url"] for e in archive.page_entries(handle, len(data), archive.Limits()) if "url" in e]
     assert got == URLS
     assert sum(reads) < 4 << 20, reads  # the 8 MiB WARC was not fetched
+
+
+def test_many_lost_pages_are_requeued_a_batch_at_a_time(rt, adopted):
+    crawl, held = adopted, rt.held[adopted.pk]
+    extra = [f"http://site.test/x{i}" for i in range(1234)]
+    Snapshot.objects.bulk_create([Snapshot(crawl=crawl, url=url, depth=2) for url in extra])
+    rt.store.client(DB).incrby(f"{crawl.pk}:d", len(extra))
+    assert handover.pending(rt, crawl, held, held.handover_until) is False
+    assert queued_urls(rt, crawl) == {URLS[2], URLS[3], URLS[4], *extra}
+    assert rt.store.client(DB).get(f"{crawl.pk}:d") == "2"
+    assert not Snapshot.objects.filter(crawl=crawl, status=SnapshotStatus.DONE, filename="").exists()
