@@ -1248,12 +1248,15 @@ class ApiToken(models.Model):
         until the window ends (Retry-After). Two guarded UPDATEs, no read-modify-write."""
         window = now.replace(second=0, microsecond=0)
         rows = ApiToken.objects.filter(pk=self.pk)
-        if rows.filter(window_start=window, window_count__lt=self.rate_limit).update(
-                window_count=F("window_count") + 1, last_used_at=now):
-            return None
-        if rows.filter(Q(window_start__lt=window) | Q(window_start__isnull=True)).update(
-                window_start=window, window_count=1, last_used_at=now):
-            return None
+        # Twice: a concurrent request may start this minute's window between our two UPDATEs
+        # (then both missed, and the first one counts us the second time).
+        for _ in range(2):
+            if rows.filter(window_start=window, window_count__lt=self.rate_limit).update(
+                    window_count=F("window_count") + 1, last_used_at=now):
+                return None
+            if rows.filter(Q(window_start__lt=window) | Q(window_start__isnull=True)).update(
+                    window_start=window, window_count=1, last_used_at=now):
+                return None
         return max((window + dt.timedelta(minutes=1) - now).total_seconds(), 1)
 
 
