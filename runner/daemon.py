@@ -30,7 +30,7 @@ from archiver.conf import Settings
 from archiver.errors import ArchiverError, ConfigError
 from crawls import admission
 from crawls.lease import db_now
-from crawls.models import Crawl, CrawlStatus, RunnerRecord
+from crawls.models import Crawl, CrawlStatus, RunnerRecord, WebhookDelivery
 from runner.decide import classify_exit, crawl_state_for, decide_outcome, relaunch_delay
 from runner.launchers import Launcher
 from runner.progress import ProgressStore
@@ -326,7 +326,7 @@ class Runner:
             self.steps.append(("webhooks", lambda now: self._webhooks.wake() and False))
         else:
             self.steps.append(("webhooks", lambda now: webhooks.deliver_due_webhooks(
-                f"{self.id}/webhooks"[-64:], now)))
+                webhooks.lease_owner(self.id, 0), now)))
 
     def shutdown(self) -> None:
         """Give our leases back (due now, so a restarted runner adopts at once); crawlers keep running."""
@@ -360,6 +360,13 @@ def register_runner(runner_id: str, settings: Settings, now: dt.datetime) -> Non
                     .exclude(pk=runner_id).values_list("pk", flat=True))
         RunnerRecord.objects.filter(pk__in=dead).update(stopped_at=now)
         taken = Crawl.objects.filter(lease_owner__in=dead, retry_at__gt=now).update(retry_at=now)
+        # A delivery one of them was sending when it died is due now too, not when its
+        # 2-minute lease ends (its event reaches the receiver again, with the same id).
+        from runner import webhooks
+
+        WebhookDelivery.objects.filter(
+            lease_owner__in=[webhooks.lease_owner(d, 0) for d in dead], retry_at__gt=now,
+        ).update(retry_at=now)
     if taken:
         log.info("taking over %d crawl(s) from a runner that died (%s)", taken, ", ".join(dead))
 

@@ -236,6 +236,11 @@ def signed_request(delivery: WebhookDelivery, secret: str, now: dt.datetime) -> 
 # --- the steps the daemon calls -------------------------------------------------------------
 
 
+def lease_owner(runner_id: str, thread: int) -> str:
+    """Who holds a delivery's lease: one of a runner's delivery threads (64 characters fit)."""
+    return f"{runner_id}/webhooks-{thread}"[-64:]
+
+
 def deliver_due_webhooks(owner: str, now: dt.datetime, deliverer: Deliverer | None = None,
                          limit: int = 10) -> bool:
     """Claim and deliver up to `limit` due deliveries, one at a time; True if any was due.
@@ -300,7 +305,7 @@ class WebhookDispatcher:
 
     def start(self) -> WebhookDispatcher:
         for number in range(self._count):
-            owner = f"{self.owner}/webhooks-{number}"[-64:]  # lease_owner holds 64 characters
+            owner = lease_owner(self.owner, number)
             thread = threading.Thread(target=self._run, args=(owner,), daemon=True,
                                       name=f"webhooks-{number}")
             thread.start()
