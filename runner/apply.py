@@ -420,22 +420,16 @@ def name_listed(rt: Runtime, crawl: Crawl, path: str, entries: Iterator[dict],
             drain_rest(rt, crawl, now)
     name, urls = path.rsplit("/", 1)[-1], []
     try:
-        for url in listed_urls(entries):
-            urls.append(url)
+        for page in entries:
+            state = page.get("loadState")
+            if isinstance(page.get("url"), str) and not (type(state) is int and state < PAGE_LOADED):
+                urls.append(page["url"])
             if len(urls) >= 500:
                 set_filename(crawl, urls, name)
                 urls = []
     except (archive.Refused, OSError) as exc:
         rt.note(crawl, f"cannot read the pages list of {path}: {exc}", "warning", now)
     set_filename(crawl, urls, name)
-
-
-def listed_urls(entries: Iterator[dict]) -> Iterator[str]:
-    """The URLs of the pages a WACZ's page lists say it archived."""
-    for page in entries:
-        state = page.get("loadState")
-        if isinstance(page.get("url"), str) and not (type(state) is int and state < PAGE_LOADED):
-            yield page["url"]
 
 
 def set_filename(crawl: Crawl, urls: list[str], name: str) -> None:

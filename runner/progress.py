@@ -207,13 +207,13 @@ class ProgressStore:
         self._run(db, pipe, [f"{crawl_id}:stopone", f"{crawl_id}:status"], ["hash", "hash"],
                   parse=lambda results: None)
 
-    def requeue(self, db: int, crawl_id: str, entries: list[str]) -> None:
-        """Queue entries (JSON, as crawlers queue them) of pages counted done whose archive
-        is lost, and count them undone, in one transaction (runner/steps/handover.py)."""
+    def requeue(self, db: int, crawl_id: str, entries: dict[str, int]) -> None:
+        """Queue entries ({JSON as crawlers queue them: depth}) of pages counted done whose
+        archive is lost, and count them undone, in one transaction (steps/handover.py)."""
         if not entries:
             return
         pipe = self.client(db).pipeline(transaction=True)
-        pipe.zadd(f"{crawl_id}:q", {entry: json.loads(entry)["depth"] for entry in entries})
+        pipe.zadd(f"{crawl_id}:q", entries)
         pipe.decrby(f"{crawl_id}:d", len(entries))
         self._run(db, pipe, [f"{crawl_id}:q", f"{crawl_id}:d"], ["zset", "string"],
                   parse=lambda results: None)

@@ -31,7 +31,7 @@ from archiver.errors import ArchiverError
 from crawls import storage
 from crawls.models import Crawl, Snapshot, SnapshotStatus
 from runner import archive, uploads
-from runner.apply import drain_rest, listed_urls, record_kept, set_filename
+from runner.apply import drain_rest, name_listed, record_kept
 from runner.state import Held, Runtime
 
 log = logging.getLogger("runner.daemon")
@@ -108,9 +108,9 @@ def requeue_unarchived(rt: Runtime, crawl: Crawl) -> int:
     seeds, total = list(crawl.seeds), 0
     while lost := list(Snapshot.objects.filter(crawl=crawl, status=SnapshotStatus.DONE, filename="")
                        .values_list("pk", "url", "depth", "seed")[:BATCH]):
-        entries = [json.dumps({"url": url, "seedId": seeds.index(url) if seed and url in seeds else 0,
-                               "depth": depth, "extraHops": 0}, separators=(",", ":"))
-                   for _pk, url, depth, seed in lost]
+        entries = {json.dumps({"url": url, "seedId": seeds.index(url) if seed and url in seeds else 0,
+                               "depth": depth, "extraHops": 0}, separators=(",", ":")): depth
+                   for _pk, url, depth, seed in lost}
         rt.store.requeue(crawl.redis_db, crawl.pk, entries)
         Snapshot.objects.filter(pk__in=[row[0] for row in lost]).update(status=SnapshotStatus.QUEUED)
         total += len(lost)
@@ -120,22 +120,12 @@ def requeue_unarchived(rt: Runtime, crawl: Crawl) -> int:
 def name_from_bucket(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
     """Snapshot.filename for the pages of each of the crawl's archives in the bucket, read
     from the object's page lists (a few ranged GETs each, not the whole WACZ). The store
-    away raises StorageError (the handover waits); an archive that cannot be read is said,
-    and its pages, if done, are crawled again rather than trusted to it."""
+    away raises StorageError (the handover waits); an archive that cannot be read is said
+    (name_listed), and its pages, if done, are crawled again rather than trusted to it."""
     objects = storage.object_store(rt.settings)
     if objects is None:
         return
     limits = archive.Limits.of(rt.settings)
     for key, size in crawl.files.filter(root=objects.target.root).values_list("path", "size"):
-        name, urls = key.rsplit("/", 1)[-1], []
-        try:
-            with objects.open(key, size) as handle:
-                for url in listed_urls(archive.page_entries(handle, size, limits)):
-                    urls.append(url)
-                    if len(urls) >= BATCH:
-                        set_filename(crawl, urls, name)
-                        urls = []
-        except archive.Refused as exc:
-            rt.note(crawl, f"cannot read the pages list of s3://{objects.bucket}/{key}: {exc}",
-                    "warning", now)
-        set_filename(crawl, urls, name)
+        with objects.open(key, size) as handle:
+            name_listed(rt, crawl, key, archive.page_entries(handle, size, limits), now)
