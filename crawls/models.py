@@ -787,6 +787,7 @@ class ExitReason(models.TextChoices):
     REDIS = "redis"  # 8: Redis was unavailable; relaunched once it answers, not a failure
     ORPHANED = "orphaned"  # its runner died; relaunched by the runner that adopted the crawl
     NO_PAGE = "no_page"  # 9: the crawler finished and no page succeeded; never relaunched
+    UNREPORTED = "unreported"  # exit 0 with no final status in Redis: a failed attempt
 
 
 LIVE_PROCESS = (ProcessStatus.STARTING, ProcessStatus.RUNNING)

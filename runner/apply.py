@@ -41,6 +41,7 @@ from runner.decide import (
     ClearFlag,
     Corrupt,
     CountTime,
+    DropPending,
     EngineState,
     Fail,
     Finish,
@@ -172,13 +173,15 @@ def ingest(crawl: Crawl, pages: list[dict], errors: list[dict], now: dt.datetime
             unloaded[page["url"]] = snapshot_from(crawl, page, now, SnapshotStatus.FAILED)
     failures = {page["url"]: snapshot_from(crawl, page, now, SnapshotStatus.FAILED)
                 for page in failed if page.get("url") and page["url"] not in loaded}
+    # A failed-pages session crawls its pages as seeds (depth 0): they keep the depth they had.
+    depth = [] if crawl.config_override else ["depth"]
     upsert(list(loaded.values()), ["status", "http_status", "load_state", "title", "mime",
-                                   "captured_at", "error", "depth"])
-    upsert(list(failures.values()), ["status", "error", "depth"])
+                                   "captured_at", "error", *depth])
+    upsert(list(failures.values()), ["status", "error", *depth])
     new = [row for url, row in unloaded.items() if url not in loaded and url not in failures]
     known = set(Snapshot.objects.filter(crawl=crawl, url__in=[row.url for row in new]).exclude(
         status=SnapshotStatus.QUEUED).values_list("url", flat=True)) if new else set()
-    upsert([row for row in new if row.url not in known], ["status", "load_state", "error", "depth"])
+    upsert([row for row in new if row.url not in known], ["status", "load_state", "error", *depth])
     for url, row in unloaded.items():  # failed pages are few: one update each
         if url not in loaded and row.load_state is not None:
             Snapshot.objects.filter(crawl=crawl, url=url, status=SnapshotStatus.FAILED).update(
@@ -294,7 +297,7 @@ def mark_started(rt: Runtime, obs, held: Held, action: MarkStarted) -> None:
 def handle_exit(rt: Runtime, obs, held: Held, action: HandleExit) -> None:
     """Record how an instance ended, keep its WACZ, remove it; raise CrawlFailed if permanent."""
     crawl, process, code, now = obs.crawl, action.process, action.code, obs.now
-    reason = decide.classify_exit(code, action.oom, action.status)
+    reason = decide.classify_exit(code, action.oom, exit_status(rt, crawl, process, action))
     ref = rt.launcher.ref_of(process)
     tail = ""
     with contextlib.suppress(LaunchError):
@@ -314,17 +317,32 @@ def handle_exit(rt: Runtime, obs, held: Held, action: HandleExit) -> None:
         held.flags.discard(f"stopone-{process.instance}")
     if code != 0 or reason != ExitReason.DONE:
         what = "vanished" if code is None else f"exited with code {code} ({reason})"
+        if reason == ExitReason.UNREPORTED:
+            what = "exited with code 0 without reporting how it ended; counted as a failed attempt"
         rt.note(crawl, f"instance {process.hostname} {what}", "warning" if reason != ExitReason.DONE
                 else "info", now, exit_code=code, log_tail=tail[-1000:])
-    # Exit 9 after a stop or cancel is the outcome's to judge (canceled when nothing was done).
+    # Exit 9 after a stop or cancel is the outcome's to judge (canceled when nothing was done),
+    # and so is a failed-pages session's: the crawl keeps the pages it has.
     if reason == ExitReason.PERMANENT or (reason == ExitReason.NO_PAGE and not
-                                          (crawl.intent or crawl.stop_reason)):
+                                          (crawl.intent or crawl.stop_reason or crawl.config_override)):
         words = crawler_words(crawl, tail, errors=reason == ExitReason.NO_PAGE) or last_line(tail)
         raise CrawlFailed(f"crawler instance {process.hostname} {FAILED_HOW.get(code, FAILED_HOW[17])} "
                           f"(exit {code})" + (f": {words[:500]}" if words else ""))
     if reason == ExitReason.DISK and not crawl.intent:
         pause_for_disk(rt, obs, held, PauseForDisk(f"disk: crawler instance {process.hostname} "
                                                    f"ran out of disk space (exit {code})"))
+
+
+def exit_status(rt: Runtime, crawl: Crawl, process: Process, action: HandleExit) -> str | None:
+    """The crawler status an instance left: what was observed, read again when an exit 0
+    seems unreported (it may have written it after this tick's read); None when unknown."""
+    status = action.status
+    if action.code != 0 or status is None or status in decide.REPORTED_EXIT or crawl.redis_db is None:
+        return status
+    try:
+        return rt.store.statuses(crawl.redis_db, crawl.pk).get(process.hostname, "")
+    except (redis.RedisError, ArchiverError):
+        return None
 
 
 FAILED_HOW = {0: "ended with status failed", 4: "refused its configuration",
@@ -655,6 +673,12 @@ def restart_instances(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
         process.mark_removed(now)
 
 
+def drop_pending(rt: Runtime, obs, held: Held, action: DropPending) -> None:
+    action.process.mark_removed(obs.now)
+    rt.note(obs.crawl, f"instance {action.process.instance} is not launched again: the crawl is "
+                       f"{'canceled' if obs.crawl.intent == Intent.CANCEL else 'stopping'}", now=obs.now)
+
+
 def finish_crawl(rt: Runtime, obs, held: Held, action: Finish) -> None:
     from runner.steps import finish as finishing
 
@@ -668,7 +692,7 @@ APPLY = {
     ClearFlag: clear_flag, SendMessages: send_messages, StopOne: stop_one,
     MarkStarted: mark_started, HandleExit: handle_exit, EngineState: engine_state,
     CountTime: count_time, CancelTimeout: cancel_timeout, Launch: launch,
-    Finish: finish_crawl, FollowState: follow_state, Stalled: stalled,
+    Finish: finish_crawl, FollowState: follow_state, Stalled: stalled, DropPending: drop_pending,
 }
 
 __all__ = ["APPLY", "CrawlFailed", "DISK_PAUSE", "Intent", "Outcome", "carry_out"]

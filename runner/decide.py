@@ -36,8 +36,11 @@ CRAWLER_STATE = {
 }
 # Exits that count against ARCHIVER_MAX_LAUNCH_ATTEMPTS. Redis or the disk going away, a
 # runner dying or archiver removing an instance are not failures of the crawler.
-FAILED_ATTEMPT = (ExitReason.CRASH, ExitReason.OOM)
+FAILED_ATTEMPT = (ExitReason.CRASH, ExitReason.OOM, ExitReason.UNREPORTED)
+# What a crawler reports before it exits 0 (crawler-protocol.md); anything else is no success.
+REPORTED_EXIT = ("done", "canceled", "interrupted")
 ALL_FAILED = "every crawler instance failed"  # finish() adds the crawler's own words
+ENDED = "ended"  # decide_outcome(): exited unreported while its crawl stops; not relaunched
 FLAG_FOR_INTENT = {Intent.CANCEL: "canceled", Intent.STOP: "stopping", Intent.PAUSE: "paused"}
 
 
@@ -46,11 +49,12 @@ FLAG_FOR_INTENT = {Intent.CANCEL: "canceled", Intent.STOP: "stopping", Intent.PA
 
 def classify_exit(code: int | None, oom: bool = False, status: str | None = None) -> str:
     """What an instance's exit code means (crawler-protocol.md, "Exit codes"), with the status
-    it left in `<id>:status` (docs/crawlers.md).
+    it left in `<id>:status` (docs/crawlers.md; "" = none, None = unknown: Redis was away).
 
     137 without the engine's OOM flag is a kill, not an out-of-memory: a crash. Under
     --restartsOnError the real crawler ends a fatal error with exit 0 and status `failed`:
-    permanent, as 17 is. 9 is "the crawl ended and no page succeeded".
+    permanent, as 17 is. 9 is "the crawl ended and no page succeeded". An exit 0 that left no
+    final status is a failed attempt, not a success: relaunching it as one loops for ever.
     """
     if code is None:
         return ExitReason.CRASH
@@ -58,6 +62,8 @@ def classify_exit(code: int | None, oom: bool = False, status: str | None = None
         return ExitReason.OOM
     if code == 0 and status == "failed":
         return ExitReason.PERMANENT
+    if code == 0 and status is not None and status not in REPORTED_EXIT:
+        return ExitReason.UNREPORTED
     return {
         0: ExitReason.DONE, 3: ExitReason.DISK, 8: ExitReason.REDIS, 11: ExitReason.INTERRUPTED,
         13: ExitReason.INTERRUPTED, 4: ExitReason.PERMANENT, 17: ExitReason.PERMANENT,
@@ -99,28 +105,34 @@ class Outcome:
 
 
 def decide_outcome(statuses: list[str | None], *, intent: str, stop_reason: str,
-                   pages_done: int, pages_found: int, has_files: bool) -> Outcome | None:
+                   pages_done: int, pages_found: int, has_files: bool,
+                   failed_pages_session: bool = False) -> Outcome | None:
     """How a crawl ends, from its instances' statuses (one per expected instance); None = not yet.
 
     crawler-protocol.md: finished when every instance is done or failed; at least one done
     is a success (or the stop reason's state); none done is a failure, or canceled when a
     stop was asked for before any page was done. A pause ends when every instance is
-    interrupted (or done).
+    interrupted (or done). `ENDED` is an instance of a stopping crawl that exited without a
+    final status and is not launched again: it counts as done when the crawl archived pages
+    (a WACZ kept, or WARCs its folder holds, which the end of the crawl keeps).
+    A failed-pages session that archived nothing new leaves the crawl with what it had.
     """
     if not statuses or any(s is None for s in statuses):
         return None
     if intent == Intent.PAUSE and set(statuses) <= {"interrupted", "done"} and "interrupted" in statuses:
         return Outcome(S.PAUSED)
-    if not set(statuses) <= set(FINISHED_STATUSES):
+    if not set(statuses) <= {*FINISHED_STATUSES, ENDED}:
         return None
     if intent == Intent.CANCEL or "canceled" in statuses:
         return Outcome(S.CANCELED, StopReason.USER)
-    if "done" in statuses:
+    if "done" in statuses or (ENDED in statuses and (has_files or pages_done)):
         if pages_found == 1 and not has_files:
             return Outcome(S.FAILED, stop_reason, "the crawl found one page and produced no archive")
         return Outcome(STOPPED_STATE.get(stop_reason, S.COMPLETE), stop_reason)
     if (intent == Intent.STOP or stop_reason) and pages_done == 0:
         return Outcome(S.CANCELED, stop_reason or StopReason.USER)
+    if failed_pages_session and pages_done and has_files:
+        return Outcome(S.COMPLETE)
     return Outcome(S.FAILED, stop_reason, ALL_FAILED)
 
 
@@ -227,7 +239,7 @@ class HandleExit:
     process: Process = field(hash=False)
     code: int | None
     oom: bool = False
-    status: str | None = None  # the instance's crawler status as it exited
+    status: str | None = None  # its crawler status as it exited: "" none, None unknown
 
 
 @dataclass(frozen=True)
@@ -250,6 +262,11 @@ class Launch:
     instance: int
     pending: Process | None = field(default=None, hash=False)
     due: bool = True
+
+
+@dataclass(frozen=True)
+class DropPending:
+    process: Process = field(hash=False)  # a relaunch waiting for its backoff; the crawl ends
 
 
 @dataclass(frozen=True)
@@ -349,8 +366,9 @@ def instance_actions(obs, held, policy: Policy) -> list:
             if process.status == ProcessStatus.STARTING:
                 actions.append(MarkStarted(process))
             continue
+        status = None if obs.progress is None else statuses.get(process.instance, "")
         actions.append(HandleExit(process, instance.exit_code if instance else None,
-                                  bool(instance and instance.oom), statuses.get(process.instance)))
+                                  bool(instance and instance.oom), status))
     exited = any(isinstance(a, HandleExit) for a in actions)
     if exited or held.counted_at is None or \
             (obs.now - held.counted_at).total_seconds() >= policy.count_every:
@@ -366,15 +384,20 @@ def second_round(obs, held, policy: Policy) -> list:
         return []
     statuses = obs.instance_statuses
     live = [p for p in obs.processes if p.is_live]
+    dropped = [DropPending(p) for p in live if p.started_at is None and is_ending(crawl)]
+    live = [p for p in live if p.started_at is not None or not is_ending(crawl)]
     launches = launch_actions(obs, live)
     if not live and not launches:
+        ending = [statuses.get(i) for i in range(crawl.scale)]
+        if is_ending(crawl):  # nothing more is launched: an instance that has not reported has ended
+            ending = [s if s in FINISHED_STATUSES else ENDED for s in ending]
         outcome = decide_outcome(
-            [statuses.get(i) for i in range(crawl.scale)], intent=crawl.intent,
-            stop_reason=crawl.stop_reason, pages_done=crawl.pages_done,
-            pages_found=crawl.pages_found, has_files=obs.has_files)
+            ending, intent=crawl.intent, stop_reason=crawl.stop_reason, pages_done=crawl.pages_done,
+            pages_found=crawl.pages_found, has_files=obs.has_files,
+            failed_pages_session=bool(crawl.config_override))
         if outcome:
-            return [Finish(outcome)]
-    actions: list = list(launches)
+            return [*dropped, Finish(outcome)]
+    actions: list = [*dropped, *launches]
     state = crawl_state_for([statuses.get(i, "") for i in range(crawl.scale)]) if (live or launches) else None
     if state and state != crawl.status and crawl.status in (*S.RUNNING_STATES, S.WAITING_CAPACITY):
         actions.append(FollowState(state))
@@ -383,10 +406,20 @@ def second_round(obs, held, policy: Policy) -> list:
     return actions
 
 
+def is_ending(crawl) -> bool:
+    """Stopping or canceled: it has started and gets no new instance, whatever its crawlers
+    did (a relaunch would crawl on past the stop, or loop for ever on a crawler that
+    never reports)."""
+    return crawl.status != S.STARTING and (crawl.intent in (Intent.STOP, Intent.CANCEL)
+                                           or bool(crawl.stop_reason))
+
+
 def launch_actions(obs, live: list[Process]) -> list[Launch]:
     """Every instance that should run and does not: new, relaunched after an exit, resumed.
-    A pending row (its backoff runs) is launched once due."""
+    A pending row (its backoff runs) is launched once due; none while the crawl is ending."""
     crawl, actions = obs.crawl, []
+    if is_ending(crawl):
+        return []
     for i in range(crawl.scale):
         status = obs.instance_statuses.get(i)
         if status in FINISHED_STATUSES or (status == "interrupted" and crawl.intent == Intent.PAUSE):

@@ -95,6 +95,8 @@ def fail(rt: Runtime, crawl: Crawl, token: int, error: str, now: dt.datetime,
             drain_rest(rt, crawl, now)
     with contextlib.suppress(LaunchError):
         remove_instances(rt, crawl, now)
+    if crawl.config_override:
+        settle_retried_pages(rt, crawl, now)
     if crawl.finish(S.FAILED, token, now, stop_reason=stop_reason or crawl.stop_reason, error=error[:2000]):
         rt.note(crawl, f"failed: {error}", "error", now)
         if kept := files_bytes(crawl):

@@ -7,6 +7,7 @@ after MAX_ERRORS in a row, with the error; a database error only skips it this t
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -19,7 +20,7 @@ from crawls.models import Crawl, CrawlMessage, CrawlStatus, Process
 from runner import decide
 from runner.apply import CrawlFailed, carry_out
 from runner.decide import HandleExit, Policy
-from runner.observe import observe
+from runner.observe import Observation, observe
 from runner.state import Runtime
 from runner.steps import finish, handover
 
@@ -155,13 +156,21 @@ def supervise(rt: Runtime, crawl: Crawl, now: dt.datetime, processes: list[Proce
         carry_out(rt, obs, held, action)
     if crawl.pk not in rt.held:
         return True
-    if any(isinstance(a, HandleExit) for a in first) and obs.progress is not None:
-        # An instance may have written its final status after we read them.
-        obs.progress.statuses = rt.store.statuses(crawl.redis_db, crawl.pk)
-    obs.processes = [p for p in obs.processes if p.is_live]
+    obs = after_first_round(rt, obs, held, first)
     for action in decide.second_round(obs, held, rules):
         carry_out(rt, obs, held, action)
     return crawl.pk not in rt.held
+
+
+def after_first_round(rt: Runtime, obs: Observation, held, first: list) -> Observation:
+    """What the second round decides on, taken again: the statuses after an exit (an instance
+    may have written its final status after the first read), the rows still live, and
+    whether the crawl has archives now that the exits' sessions are kept."""
+    progress = obs.progress
+    if progress is not None and any(isinstance(a, HandleExit) for a in first):
+        progress = dataclasses.replace(progress, statuses=rt.store.statuses(obs.crawl.redis_db, obs.crawl.pk))
+    return dataclasses.replace(obs, progress=progress, processes=[p for p in obs.processes if p.is_live],
+                               has_files=bool(held.files_bytes))
 
 
 def grant(rt: Runtime, crawl: Crawl) -> None:

@@ -39,6 +39,16 @@ def test_exit_codes_are_classified_as_the_protocol_says(code, oom, reason):
     assert classify_exit(code, oom) == reason
 
 
+@pytest.mark.parametrize(("status", "reason"), [
+    ("", ExitReason.UNREPORTED), ("running", ExitReason.UNREPORTED),
+    ("pending-wait", ExitReason.UNREPORTED), ("canceled", ExitReason.DONE),
+    ("interrupted", ExitReason.DONE), (None, ExitReason.DONE),  # None: Redis away, not known
+])
+def test_an_exit_0_without_a_final_status_is_a_failed_attempt(status, reason):
+    assert classify_exit(0, False, status) == reason
+    assert (reason in decide.FAILED_ATTEMPT) == (reason == ExitReason.UNREPORTED)
+
+
 @pytest.mark.parametrize(("code", "status", "reason"), [
     (0, "failed", ExitReason.PERMANENT),  # a fatal error under --restartsOnError
     (0, "done", ExitReason.DONE),
@@ -62,9 +72,9 @@ def test_the_last_fatal_line_of_a_crawler_log_is_found():
     assert fatal_line('{"logLevel":"error","message":"fatal-ish"}\nplain fatal text') == ""
 
 
-def outcome(statuses, intent="", stop_reason="", done=5, found=5, files=True):
+def outcome(statuses, intent="", stop_reason="", done=5, found=5, files=True, retry=False):
     return decide_outcome(statuses, intent=intent, stop_reason=stop_reason, pages_done=done,
-                          pages_found=found, has_files=files)
+                          pages_found=found, has_files=files, failed_pages_session=retry)
 
 
 @pytest.mark.parametrize(("statuses", "kwargs", "expected"), [
@@ -90,6 +100,12 @@ def outcome(statuses, intent="", stop_reason="", done=5, found=5, files=True):
     (["interrupted", "done"], {"intent": Intent.PAUSE}, S.PAUSED),
     (["interrupted", "running"], {"intent": Intent.PAUSE}, None),
     (["interrupted"], {}, None),
+    ([decide.ENDED], {"intent": Intent.STOP, "stop_reason": "user"}, S.STOPPED_BY_USER),
+    ([decide.ENDED], {"stop_reason": "size_limit", "files": False}, S.STOPPED_SIZE_LIMIT),
+    ([decide.ENDED], {"intent": Intent.STOP, "stop_reason": "user", "done": 0, "files": False}, S.CANCELED),
+    ([decide.ENDED], {"intent": Intent.CANCEL}, S.CANCELED),
+    (["failed"], {"retry": True}, S.COMPLETE),  # a failed-pages session: the crawl keeps its pages
+    (["failed"], {"retry": True, "files": False}, S.FAILED),
 ])
 def test_the_outcome_is_read_from_the_instances_statuses(statuses, kwargs, expected):
     result = outcome(statuses, **kwargs)
@@ -165,3 +181,25 @@ def test_instances_to_launch_skip_finished_ones_and_wait_for_their_backoff():
 def test_elapsed_time_includes_what_runs_but_is_not_counted_yet():
     running = Process(status=ProcessStatus.RUNNING, started_at=t0, counted_until=t0 + dt.timedelta(seconds=5))
     assert elapsed_now(5.0, [running], t0 + dt.timedelta(seconds=9)) == 9.0
+
+
+@pytest.mark.parametrize("ending", [{"intent": Intent.CANCEL}, {"intent": Intent.STOP, "stop_reason": "user"},
+                                    {"stop_reason": "size_limit"}, {"stop_reason": "time_limit"}])
+def test_an_ending_crawl_gets_no_new_instance_and_its_waiting_relaunch_is_dropped(ending):
+    rules = decide.Policy(redis_grace=60, corrupt_grace=30, cancel_grace=30, count_every=15,
+                          stall_minutes=15)
+    crawl = Crawl(id="c" * 32, status=S.RUNNING, scale=2, pages_done=3, **ending)
+    pending = Process(pk=9, instance=1, status=ProcessStatus.STARTING, retry_at=t0)
+    obs = observation(crawl, t0, progress=Progress(statuses={f"crawl-{crawl.pk}-0": "running"}),
+                      processes=[pending], has_files=True)
+    assert decide.launch_actions(obs, [pending]) == []
+    actions = decide.second_round(obs, Held(token=1, renewed_at=t0), rules)
+    assert [type(a) for a in actions] == [decide.DropPending, decide.Finish]
+    assert actions[1].outcome.status == (S.CANCELED if ending.get("intent") == Intent.CANCEL
+                                         else decide.STOPPED_STATE[ending["stop_reason"]])
+
+
+def test_a_running_crawl_relaunches_an_instance_that_exited():
+    crawl = Crawl(id="c" * 32, status=S.RUNNING, scale=1)
+    obs = observation(crawl, t0, progress=Progress(statuses={f"crawl-{crawl.pk}-0": "running"}))
+    assert decide.launch_actions(obs, []) == [decide.Launch(0, None, True)]
