@@ -5,6 +5,7 @@ or a local folder other than the data dir (ARCHIVER_STORAGE_URL=/path: link_loca
     size = store.head(key)                          # None if there is no such object
     for chunk in store.read(key, first, last): ...  # GetObject with a Range
     with store.open(key, size) as f: ...            # a seekable file of it, read by ranges
+    for key, size in store.listing(prefix): ...     # ListObjectsV2, bounded
     store.delete(key)
 
 A CrawlFile kept in a bucket has `root = "s3://<bucket>"` and `path = <key>`; every other
@@ -32,6 +33,7 @@ CHUNK = 256 * 1024
 CONNECT_TIMEOUT = 5  # seconds: an object store that does not answer is a wait, not a hang
 READ_TIMEOUT = 30
 OPEN_BUFFER = 1 << 20  # ObjectStore.open(): at most one GET per MiB read
+MAX_LISTED = 100_000  # ObjectStore.listing(): objects of one prefix looked at
 
 
 class StorageError(ArchiverError):
@@ -159,13 +161,19 @@ class ObjectStore:
 
     def keys(self, prefix: str) -> list[str]:
         """Every key under `prefix` (for tests and for an operator's checks)."""
+        return [key for key, _size in self.listing(prefix)]
+
+    def listing(self, prefix: str, limit: int = MAX_LISTED) -> list[tuple[str, int]]:
+        """(key, size) of the objects under `prefix`, in key order, at most `limit` of them."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        found = []
+        found: list[tuple[str, int]] = []
         try:
             for page in self.client.get_paginator("list_objects_v2").paginate(
                     Bucket=self.bucket, Prefix=prefix):
-                found += [item["Key"] for item in page.get("Contents", [])]
+                found += [(item["Key"], int(item["Size"])) for item in page.get("Contents", [])]
+                if len(found) >= limit:
+                    return found[:limit]
         except (BotoCoreError, ClientError) as exc:
             raise self._failed("list", prefix, exc) from None
         return found

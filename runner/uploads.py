@@ -8,6 +8,7 @@ flushed) the runner reads those reports:
 
     kept, removed = keep_uploaded(rt, crawl, process, now)   # an exited instance
     kept = record_reports(rt, crawl, now)                    # the reports alone
+    kept = record_unreported(rt, crawl, now)                 # objects no report named
 
 Exactly once, whatever is killed when: the reports are read without being removed (LRANGE),
 each is recorded with get_or_create on its key (the CrawlFile's unique `path`) in one
@@ -21,11 +22,17 @@ a hex SHA-256; the key is ours (the crawl's prefix + that name, so a report cann
 another crawl's object), and the object must exist with the reported size (HEAD) before it
 is recorded. A report that fails a check is said in the crawl's log and dropped; one that
 could not be checked because the store is away stays for the next look.
+
+An upload can also go unreported: its crawler (or its host) died between the upload and the
+RPUSH. Once no instance of the crawl can still report (the handover of an adopted crawl, the
+crawl's end), the crawl's prefix is listed and each object no row records gets the same
+checks on the object itself, its SHA-256 measured by reading it back (record_unreported).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import logging
 import os
@@ -37,7 +44,7 @@ import redis
 
 from archiver.conf import S3Target
 from crawls import storage
-from crawls.models import Crawl, Process
+from crawls.models import Crawl, CrawlFile, Process
 from runner import archive
 
 log = logging.getLogger(__name__)
@@ -50,7 +57,8 @@ MAX_REPORT_BYTES = 16384
 
 
 class BadReport(ValueError):
-    """A report the runner will not record; the message says why (for the crawl's log)."""
+    """A report (or an object nobody reported) the runner will not record; the message says
+    why (for the crawl's log)."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +166,65 @@ def record_batch(crawl: Crawl, reports: list, target: S3Target, objects, now: dt
                      name, row.size)
         kept.files.append(row)
     return len(reports)
+
+
+def record_unreported(rt, crawl: Crawl, now: dt.datetime) -> archive.Kept:
+    """Record the objects under the crawl's prefix that no row records: an upload whose
+    crawler (or host) died before its report was pushed, or whose report was lost. Each gets
+    the checks a report gets, on what the object itself is (checked_object: a plain `.wacz`
+    name, a size within ARCHIVER_ARCHIVE_MAX_BYTES, a WACZ; its SHA-256 measured here); one
+    that fails them is said in `warnings` and left in the bucket, never deleted. Only once
+    the crawl's instances are gone (the handover, the crawl's end): a live crawler's upload
+    is still to be reported. StorageError when the store does not answer."""
+    kept = archive.Kept()
+    target, objects = rt.settings.s3, storage.object_store(rt.settings)
+    if target is None:
+        return kept
+    prefix, limits = target.crawl_prefix(crawl.pk), archive.Limits.of(rt.settings)
+    recorded = set(CrawlFile.objects.filter(path__startswith=prefix).values_list("path", flat=True))
+    # A file the runner kept itself and is moving to the bucket (push_kept) has its row.
+    pushed = {path.rsplit("/", 1)[-1] for path in crawl.files.exclude(
+        root__startswith="s3://").values_list("path", flat=True)}
+    for key, size in objects.listing(prefix, limits.folder_entries):
+        name = key[len(prefix):]
+        if key in recorded or name in pushed:
+            continue
+        try:
+            digest = checked_object(objects, key, name, size, limits)
+        except BadReport as exc:
+            archive.warn(crawl.pk, kept.warnings, f"an upload nobody reported: {exc}; "
+                         "not recorded, left in the bucket")
+            continue
+        row, created = archive.record(crawl, key, size, digest, now, root=target.root)
+        if created:
+            kept.added_bytes += row.size
+            log.info("crawl %s: recorded s3://%s/%s (%d bytes), an upload nobody reported",
+                     crawl.short_id, target.bucket, key, row.size)
+        kept.files.append(row)
+    return kept
+
+
+def checked_object(objects, key: str, name: str, size: int, limits: archive.Limits) -> str:
+    """The SHA-256 of an object that is a WACZ of the crawl (`name`: its key under the
+    crawl's prefix), read back whole; BadReport saying why it is not."""
+    if not NAME.fullmatch(name):
+        raise BadReport(f"{name[:100]!r} is not a plain .wacz name")
+    if not 0 < size <= limits.file_bytes:
+        raise BadReport(f"{name}: {size} bytes (1 to {limits.file_bytes})")
+    try:
+        with objects.open(key, size) as handle:
+            members = {member for member, _size in archive.zip_members(handle, size, limits)}
+    except archive.Refused as exc:
+        raise BadReport(f"{name}: {exc}") from None
+    if "datapackage.json" not in members:
+        raise BadReport(f"{name}: not a WACZ (no datapackage.json)")
+    digest, read = hashlib.sha256(), 0
+    for chunk in objects.read(key, 0, size - 1):
+        digest.update(chunk)
+        read += len(chunk)
+    if read != size:
+        raise BadReport(f"{name}: {read} of its {size} bytes could be read")
+    return digest.hexdigest()
 
 
 def keep_uploaded(rt, crawl: Crawl, process: Process, now: dt.datetime,

@@ -24,6 +24,7 @@ from runner.apply import (
     drain_rest,
     ingest,
     keep_session,
+    name_listed,
     record_kept,
 )
 from runner.decide import ALL_FAILED, Outcome
@@ -192,8 +193,9 @@ def clean_up(rt: Runtime, crawl: Crawl, db: int | None = None) -> None:
 
 
 def keep_leftovers(rt: Runtime, crawl: Crawl, now: dt.datetime) -> int:
-    """WARCs the crawl's instances left unpackaged are kept and recorded (never deleted);
-    returns how many files could not be kept."""
+    """WARCs the crawl's instances left unpackaged are kept and recorded (never deleted), and
+    with object storage so are uploads nobody reported; returns how many files could not be
+    kept."""
     latest = {}
     for process in crawl.processes.order_by("created_at", "pk"):
         latest[process.instance] = process
@@ -211,10 +213,30 @@ def keep_leftovers(rt: Runtime, crawl: Crawl, now: dt.datetime) -> int:
     if rt.settings.s3 is not None:
         for warning in uploads.push_kept(rt, crawl, now):
             rt.note(crawl, warning, "warning", now)
+        added += record_unreported(rt, crawl, now)
     if added:
         crawl.size_bytes = files_bytes(crawl)
         Crawl.objects.filter(pk=crawl.pk).update(size_bytes=crawl.size_bytes)
     return left_behind
+
+
+def record_unreported(rt: Runtime, crawl: Crawl, now: dt.datetime) -> int:
+    """Uploads in the crawl's prefix that no report named, recorded and their pages named
+    (one LIST when there are none); the bytes added. The store away: said, and left."""
+    objects, limits = storage.object_store(rt.settings), archive.Limits.of(rt.settings)
+    try:
+        kept = uploads.record_unreported(rt, crawl, now)
+    except storage.StorageError as exc:
+        rt.note(crawl, f"uploads nobody reported were not looked for: {exc}", "warning", now)
+        return 0
+    record_kept(rt, crawl, kept, now)
+    try:
+        for row in kept.files:
+            with objects.open(row.path, row.size) as handle:
+                name_listed(rt, crawl, row.path, archive.page_entries(handle, row.size, limits), now)
+    except storage.StorageError as exc:
+        rt.note(crawl, f"the pages of an upload nobody reported are not named: {exc}", "warning", now)
+    return kept.added_bytes
 
 
 def release_redis(rt: Runtime, crawl: Crawl, db: int) -> bool:

@@ -8,14 +8,17 @@ So, once per adoption:
 1. every instance whose status in Redis is not final is asked to stop (`:stopone`), and we
    wait for them to be final, at most DEAD_AFTER_LEASES leases: a live orphan finishes its
    page, uploads, reports and exits, and never crawls beside the namesake we launch;
-2. then what they reported is recorded, the page lists of the crawl's archives in the
-   bucket name the pages they hold (Snapshot.filename), every page that is done and in no
-   recorded archive goes back into the queue (`ZADD :q` and `DECRBY :d` in one Redis
-   transaction), and the old instances' `:status` and `:stopone` fields are forgotten.
+2. then what they reported is recorded, and so is every object under the crawl's prefix
+   that no row records (an upload whose host died before its report, checked as a report
+   is; one that fails the checks is said and left alone), the page lists of the crawl's
+   archives in the bucket name the pages they hold (Snapshot.filename), every page that is
+   done and in no recorded archive goes back into the queue (`ZADD :q` and `DECRBY :d` in
+   one Redis transaction), and the old instances' `:status` and `:stopone` fields are
+   forgotten.
 
 What is lost with the host is thus crawled again, and what a live orphan archived is not.
 Left: an orphan that stays silent past the wait (a partition, not a death) and uploads
-later has its pages crawled twice; a page whose record a runner popped from `:pages` and
+later has its pages crawled twice (its upload is recorded at the crawl's end); a page whose record a runner popped from `:pages` and
 died before storing has no Snapshot and is not requeued.
 """
 
@@ -89,6 +92,8 @@ def take_over(rt: Runtime, crawl: Crawl, hosts: list[str], silent: list[str], no
     if rt.settings.s3 and rt.store.client(crawl.redis_db).llen(uploads.reports_key(crawl.pk)):
         # Not recorded yet (the store is away): their pages would look lost.
         raise storage.StorageError("object storage: uploads are not recorded yet")
+    # An upload whose host died before it reported it holds pages too (StorageError: wait).
+    record_kept(rt, crawl, uploads.record_unreported(rt, crawl, now), now)
     drain_rest(rt, crawl, now)
     name_from_bucket(rt, crawl, now)
     requeued = requeue_unarchived(rt, crawl)

@@ -12,6 +12,7 @@ import json
 import zipfile
 
 import pytest
+from django.db.models import Sum
 
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlLog, Org, Snapshot, SnapshotStatus
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.django_db
 def wacz_of(urls: list[str]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as wacz:
+        wacz.writestr("datapackage.json", json.dumps({"profile": "data-package", "resources": []}))
         lines = [{"format": "json-pages-1.0", "id": "pages"}]
         lines += [{"url": url, "ts": "2030-01-01T12:00:00Z", "loadState": 4} for url in urls]
         wacz.writestr("pages/pages.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
@@ -104,6 +106,58 @@ def test_old_crawlers_are_asked_to_stop_and_waited_for_before_anything_is_requeu
     assert r.hgetall(f"{crawl.pk}:status") == {} and r.hgetall(f"{crawl.pk}:stopone") == {}
     assert Crawl.objects.get(pk=crawl.pk).waiting_reason == ""
     assert CrawlLog.objects.filter(crawl=crawl, message__startswith="2 page(s) done").exists()
+
+
+def test_an_upload_its_crawler_never_reported_is_recorded_and_its_pages_are_not_queued_again(
+        rt, adopted, s3, bucket):
+    crawl, held = adopted, rt.held[adopted.pk]
+    data = wacz_of(URLS[2:4])  # uploaded; the host died before the report was pushed
+    key = rt.settings.s3.crawl_prefix(crawl.pk) + "s2.wacz"
+    s3.put_object(Bucket=bucket, Key=key, Body=data)
+    org_bytes = crawl.org.bytes_stored
+
+    assert handover.pending(rt, crawl, held, held.handover_until) is False
+
+    row = crawl.files.get(path=key)
+    assert (row.root, row.size, row.sha256) == (f"s3://{bucket}", len(data), hashlib.sha256(data).hexdigest())
+    assert crawl.files.count() == 2
+    assert {s.url: (s.status, s.filename) for s in Snapshot.objects.filter(crawl=crawl)} == {
+        URLS[0]: (SnapshotStatus.DONE, "s1.wacz"), URLS[1]: (SnapshotStatus.DONE, "s1.wacz"),
+        URLS[2]: (SnapshotStatus.DONE, "s2.wacz"), URLS[3]: (SnapshotStatus.DONE, "s2.wacz")}
+    assert queued_urls(rt, crawl) == {URLS[4]} and rt.store.client(DB).get(f"{crawl.pk}:d") == "4"
+    assert Org.objects.get(pk=crawl.org_id).bytes_stored == org_bytes + crawl.files.aggregate(
+        total=Sum("size"))["total"]
+    assert not CrawlLog.objects.filter(crawl=crawl, message__contains="queued again").exists()
+
+
+@pytest.mark.parametrize("name, body, why", [
+    ("s2.wacz", b"not a zip", "not a zip file"),
+    ("s2.wacz", b"", "0 bytes"),
+    ("notes.txt", b"hello", "not a plain .wacz name"),
+    ("sub/s2.wacz", None, "not a plain .wacz name"),
+    ("nopackage.wacz", None, "no datapackage.json"),
+])
+def test_an_unreported_object_that_fails_the_checks_is_said_and_left_in_the_bucket(
+        rt, adopted, s3, bucket, name, body, why):
+    crawl, held = adopted, rt.held[adopted.pk]
+    if body is None and name.startswith("sub/"):
+        body = wacz_of(URLS[2:4])
+    elif body is None:  # a zip, but no WACZ
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as wacz:
+            wacz.writestr("pages/pages.jsonl", json.dumps({"url": URLS[2]}) + "\n")
+        body = buffer.getvalue()
+    key = rt.settings.s3.crawl_prefix(crawl.pk) + name
+    s3.put_object(Bucket=bucket, Key=key, Body=body)
+
+    assert handover.pending(rt, crawl, held, held.handover_until) is False
+
+    assert not crawl.files.filter(path=key).exists()
+    assert s3.head_object(Bucket=bucket, Key=key)["ContentLength"] == len(body)  # never deleted
+    said = CrawlLog.objects.filter(crawl=crawl, message__contains=why)
+    assert said.filter(message__contains="not recorded").exists(), list(
+        CrawlLog.objects.filter(crawl=crawl).values_list("message", flat=True))
+    assert queued_urls(rt, crawl) == {URLS[2], URLS[3], URLS[4]}  # its pages are not trusted to it
 
 
 def test_a_host_that_never_answers_is_taken_as_gone_after_the_wait(rt, adopted):

@@ -188,6 +188,31 @@ def test_redis_keeps_no_report_after_the_crawl_s_clean_up_reads_them(runtime, cr
     assert redis.Redis(port=runtime.store.endpoint.port, db=7).llen(reports_key(crawl.pk)) == 0
 
 
+def test_an_upload_nobody_reported_is_recorded_at_the_crawl_s_end_and_a_bad_one_is_said(
+        runtime, crawl, s3, bucket):
+    from crawls.models import Snapshot, SnapshotStatus
+    from runner.steps.finish import keep_leftovers
+    from tests.storage.test_handover import wacz_of
+
+    Snapshot.objects.create(crawl=crawl, url="http://site/a", status=SnapshotStatus.DONE)
+    data = wacz_of(["http://site/a"])
+    s3.put_object(Bucket=bucket, Key=f"archiver/{crawl.pk}/late.wacz", Body=data)  # never reported
+    s3.put_object(Bucket=bucket, Key=f"archiver/{crawl.pk}/torn.wacz", Body=b"PK not a zip")
+    notes = []
+    rt = SimpleNamespace(**vars(runtime), held={}, event=lambda *a, **k: None,
+                         note=lambda crawl, message, *a, **k: notes.append(message))
+    keep_leftovers(rt, crawl, T0)
+    row = crawl.files.get()
+    assert (row.path, row.size, row.sha256) == (f"archiver/{crawl.pk}/late.wacz", len(data),
+                                                hashlib.sha256(data).hexdigest())
+    assert Crawl.objects.get(pk=crawl.pk).size_bytes == len(data)
+    assert Snapshot.objects.get(crawl=crawl).filename == "late.wacz"
+    assert [n for n in notes if "torn.wacz" in n and "not recorded, left in the bucket" in n], notes
+    assert s3.head_object(Bucket=bucket, Key=f"archiver/{crawl.pk}/torn.wacz")  # never deleted
+    keep_leftovers(rt, crawl, T0)  # a second look records nothing twice
+    assert crawl.files.count() == 1 and Crawl.objects.get(pk=crawl.pk).size_bytes == len(data)
+
+
 def test_the_pages_of_an_uploaded_session_are_named_after_its_object(runtime, crawl, s3, bucket, data_dir):
     # With a bucket there is no kept local WACZ: the session's own WACZ is read before the
     # runner deletes it, and its pages get the name of the recorded object of the same SHA-256.
