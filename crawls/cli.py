@@ -28,7 +28,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 from django.db.utils import OperationalError, ProgrammingError
 from pydantic import ValidationError
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.table import Table
+from rich.text import Text
 
 from archiver import conf
 from archiver.conf import duration_in_seconds
@@ -46,6 +48,7 @@ from crawls.config import (
 MAX_ID = 2**63 - 1  # the largest primary key the databases store
 CRAWL_ID_LENGTH = 32
 MAX_MESSAGE = 500  # characters of an error line; what is cut is an echoed value
+PIPE_WIDTH = 160  # columns of a table in a pipe or a file: no terminal says how many
 
 # Where a CrawlConfig field comes from on the command line, to name it in errors.
 OPTION_FOR_FIELD = {
@@ -134,7 +137,7 @@ class ArchiverCommand(BaseCommand):
         console = Console(
             file=buffer, force_terminal=tty, highlight=False,
             color_system="auto" if tty and self.colors else None,
-            width=shutil.get_terminal_size().columns if tty else 120,
+            width=shutil.get_terminal_size().columns if tty else PIPE_WIDTH,
         )
         for renderable in renderables:
             console.print(renderable)
@@ -294,6 +297,56 @@ def progress_bar(done: int, found: int, width: int = 12) -> str:
     filled = round(width * done / found) if found else 0
     filled = min(filled, width)
     return f"{'█' * filled}{'░' * (width - filled)} {done}/{found}"
+
+
+class FittedTable:
+    """A table as wide as the console at most, whose every column is shown: the `flexible`
+    ones (long free text) share what the others leave, cut with an ellipsis.
+
+    rich's own fitting, once one cell is too long, shrinks every column alike, so that the
+    narrow first columns (an id, a state) are the first to vanish.
+    """
+
+    GAP = 2  # rich's default padding: one blank each side of a column, none at the edges
+
+    def __init__(self, headers: tuple[str, ...], flexible: set[str]):
+        self.headers = headers
+        self.flexible = flexible
+        self.rows: list[tuple[str | Text, ...]] = []
+
+    def add_row(self, *cells: str | Text) -> None:
+        self.rows.append(cells)
+
+    def natural_widths(self) -> dict[str, int]:
+        columns = zip(self.headers, *self.rows, strict=True)
+        return {column[0]: max(Text(cell).cell_len if isinstance(cell, str) else cell.cell_len
+                               for cell in column) for column in columns}
+
+    def widths(self, width: int) -> list[int]:
+        """Each column's width in `width` cells: its own, or for a flexible one its share."""
+        natural = self.natural_widths()
+        fixed = sum(w for header, w in natural.items() if header not in self.flexible)
+        room = width - fixed - self.GAP * (len(self.headers) - 1)
+        shares = share_out(room, {header: natural[header] for header in self.flexible})
+        return [shares.get(header, w) for header, w in natural.items()]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for header, width in zip(self.headers, self.widths(options.max_width), strict=True):
+            table.add_column(header, no_wrap=True, overflow="ellipsis", max_width=width)
+        for row in self.rows:
+            table.add_row(*row)
+        yield table
+
+
+def share_out(room: int, wants: dict[str, int]) -> dict[str, int]:
+    """Split `room` cells among columns that want `wants` cells: each gets what it wants,
+    or an equal share of what the narrower ones left if that is less; at least one cell."""
+    given: dict[str, int] = {}
+    for name in sorted(wants, key=wants.get):
+        given[name] = max(min(wants[name], room // (len(wants) - len(given))), 1)
+        room -= given[name]
+    return given
 
 
 class TransitionCommand(ArchiverCommand):

@@ -283,6 +283,35 @@ def test_status_filters_by_state(make_crawl):
     assert failed.short_id in finals and done.short_id in finals and queued.short_id not in finals
 
 
+class Terminal(StringIO):
+    """What `archiver status` writes to at a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+LONG_ERROR = "the crawler quit: " + "a very long error from deep inside the crawler " * 8
+
+
+@pytest.mark.parametrize(("out", "width"), [(Terminal(), 80), (StringIO(), 160)], ids=["80-columns", "pipe"])
+@pytest.mark.django_db
+def test_status_shows_every_column_with_a_long_reason_cut_to_the_width(make_crawl, monkeypatch, out, width):
+    monkeypatch.setenv("COLUMNS", "80")  # the terminal's width; a pipe gets 160
+    monkeypatch.setenv("NO_COLOR", "1")
+    short = make_crawl(S.RUNNING, pages_found=40, pages_done=10)
+    long = make_crawl(S.FAILED, url="https://example.com/" + "deep/" * 30, error=LONG_ERROR)
+    call_command("status", stdout=out, stderr=StringIO())
+    lines = out.getvalue().splitlines()
+    assert lines[0].split() == ["ID", "STATE", "PAGES", "SIZE", "REASON", "ORG", "AGE", "SEED"]
+    assert all(len(line.rstrip()) <= width for line in lines)
+    long_line = next(line for line in lines if line.startswith(long.short_id))
+    assert "failed" in long_line and "the crawl" in long_line  # the start of its error
+    assert long_line.count("…") == 2  # the rest of it and of the seed cut
+    assert "default" in long_line and "https://" in long_line
+    short_line = next(line for line in lines if line.startswith(short.short_id))
+    assert "running" in short_line and "10/40" in short_line
+
+
 @pytest.mark.django_db
 def test_status_with_no_crawls_says_so():
     assert run("status") == "no crawls\n"

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from crawls.cli import (
     ArchiverCommand,
+    FittedTable,
     age,
     check_range,
     duration,
@@ -89,15 +90,15 @@ def reason(crawl: Crawl) -> str:
     return reason_line(crawl)
 
 
-def crawl_table(crawls: list[Crawl], now) -> Table | Text:
+def crawl_table(crawls: list[Crawl], now) -> FittedTable | Text:
+    """One line per crawl, as wide as the console: a long reason, org or seed is cut."""
     if not crawls:
         return Text("no crawls")
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("ID", "STATE", "PAGES", "SIZE", "REASON", "ORG", "AGE", "SEED"):
-        table.add_column(column, no_wrap=column != "SEED", overflow="ellipsis")
+    table = FittedTable(("ID", "STATE", "PAGES", "SIZE", "REASON", "ORG", "AGE", "SEED"),
+                        flexible={"REASON", "ORG", "SEED"})
     for crawl in crawls:
         table.add_row(
-            crawl.short_id, state_text(crawl), progress_bar(crawl.pages_done, crawl.pages_found),
+            crawl.short_id, state_text(crawl), progress_bar(crawl.pages_done, crawl.pages_found, width=8),
             crawl.size_human(), reason(crawl), crawl.org.slug, age(crawl.created_at, now),
             crawl.seeds[0] + (f" +{len(crawl.seeds) - 1}" if len(crawl.seeds) > 1 else ""),
         )
