@@ -32,7 +32,8 @@ from tests.crawler.hosts import PNG, Route, page, serve, warc_targets
 from tests.runner.helpers import drive, is_final
 
 VARIABLE = "ARCHIVER_CRAWL_ALLOW_NETWORKS"
-REFUSED = "refused by the crawl address policy: 127.0.0.2 is a loopback address"
+REFUSED = ("refused by the crawl address policy: 127.0.0.2 is a loopback address "
+           "(open it with ARCHIVER_CRAWL_ALLOW_NETWORKS=127.0.0.2/32, the crawler's --allowNetworks)")
 
 
 # --- the setting --------------------------------------------------------------------------
@@ -65,6 +66,23 @@ def test_the_crawlers_config_file_carries_the_allowed_networks(monkeypatch):
 
 def test_the_test_suite_opens_loopback_for_its_local_sites():
     assert conf.get().crawl_allow_networks == ("127.0.0.0/8",)
+
+
+@pytest.mark.parametrize(("host", "address", "refusal"), [
+    ("127.0.0.1", "127.0.0.1", "127.0.0.1 is a loopback address (open it with "
+     "ARCHIVER_CRAWL_ALLOW_NETWORKS=127.0.0.1/32, the crawler's --allowNetworks)"),
+    ("[::1]", "::1", "::1 is a loopback address (open it with "
+     "ARCHIVER_CRAWL_ALLOW_NETWORKS=::1/128, the crawler's --allowNetworks)"),
+    ("intranet.test", "::ffff:10.1.2.3", "intranet.test resolves to ::ffff:a01:203, which is an "
+     "address that embeds 10.1.2.3, a private address (open it with "
+     "ARCHIVER_CRAWL_ALLOW_NETWORKS=10.1.2.3/32, the crawler's --allowNetworks)"),
+])
+def test_a_refused_address_names_the_setting_that_opens_its_network(host, address, refusal):
+    with pytest.raises(netpolicy.AddressRefused) as info:
+        netpolicy.AddressPolicy().check(host, address)
+    assert str(info.value) == "refused by the crawl address policy: " + refusal
+    network = str(info.value).split(f"{VARIABLE}=")[1].split(",")[0]
+    assert conf.from_environ({VARIABLE: network}).crawl_allow_networks == (network,)  # as printed
 
 
 # --- one module of address rules ----------------------------------------------------------

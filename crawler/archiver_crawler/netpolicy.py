@@ -78,6 +78,8 @@ GLOBAL_UNICAST_V6 = _V6("2000::/3")
 NAT64_WELL_KNOWN = _V6("64:ff9b::/96")
 
 OWN_ADDRESS = "one of this host's own addresses"
+# What opens a network: archiver reads it and hands it to the crawler as allowNetworks.
+ALLOW_VARIABLE = "ARCHIVER_CRAWL_ALLOW_NETWORKS"
 
 
 class NotAnAddress(ValueError):
@@ -315,10 +317,17 @@ class AddressPolicy:
 
 
 def refusal(host: str, ip: IPAddress | None, problem: str) -> str:
-    """The reason a refused request is recorded with."""
+    """The reason a refused request is recorded with; for an address, how to open it."""
     prefix = "refused by the crawl address policy: "
     if ip is None:
         return f"{prefix}{host} resolves to {problem}"
     if host.strip("[]") == str(ip):
-        return f"{prefix}{ip} is {problem}"
-    return f"{prefix}{host} resolves to {ip}, which is {problem}"
+        return f"{prefix}{ip} is {problem}{how_to_open(ip)}"
+    return f"{prefix}{host} resolves to {ip}, which is {problem}{how_to_open(ip)}"
+
+
+def how_to_open(ip: IPAddress) -> str:
+    """The setting that opens `ip`'s network: archiver's variable, the crawler's option."""
+    target = reached(ip)
+    network = f"{target}/{target.max_prefixlen}"
+    return f" (open it with {ALLOW_VARIABLE}={network}, the crawler's --allowNetworks)"

@@ -33,6 +33,11 @@ from tests.crawler.hosts import (
 
 ONLY_127_0_0_1 = "127.0.0.1/32"
 REASON = "refused by the crawl address policy: "
+
+
+def opened_by(network: str) -> str:
+    """The end of a refusal: how to open the refused address's network."""
+    return f" (open it with ARCHIVER_CRAWL_ALLOW_NETWORKS={network}, the crawler's --allowNetworks)"
 ip = ipaddress.ip_address
 
 
@@ -207,7 +212,7 @@ def test_a_name_rebound_to_a_refused_address_is_never_connected_to(monkeypatch, 
     assert first.status == 200 and origin.hits == ["/"]
     assert isinstance(second, FetchRefused)
     assert str(second) == (REASON + "rebind.test resolves to 169.254.169.254, which is a "
-                                    "link-local address")
+                                    "link-local address" + opened_by("169.254.169.254/32"))
     assert resolver.lookups == ["rebind.test", "rebind.test"]  # one lookup per connection
     assert connections == [("127.0.0.1", origin.port)]
 
@@ -272,7 +277,7 @@ def test_a_seed_at_the_metadata_address_is_refused_without_a_connection(crawl, r
     code, collection = crawl("http://169.254.169.254/latest/meta-data/", allow=ONLY_127_0_0_1)
     assert code == 9  # no page succeeded
     assert failed(r) == {"http://169.254.169.254/latest/meta-data/":
-                         REASON + "169.254.169.254 is a link-local address"}
+                         REASON + "169.254.169.254 is a link-local address" + opened_by("169.254.169.254/32")}
     assert archived(collection) == []
     assert {host for host, _ in connections} == {"127.0.0.1"}  # Redis only
 
@@ -283,7 +288,7 @@ def test_a_seed_whose_name_resolves_to_the_metadata_address_is_refused(crawl, r,
     code, collection = crawl("http://metadata.test/latest/", allow=ONLY_127_0_0_1)
     assert code == 9
     assert failed(r) == {"http://metadata.test/latest/": REASON + "metadata.test resolves to "
-                         "169.254.169.254, which is a link-local address"}
+                         "169.254.169.254, which is a link-local address" + opened_by("169.254.169.254/32")}
     assert archived(collection) == []
     assert {host for host, _ in connections} == {"127.0.0.1"}
 
@@ -304,7 +309,7 @@ def test_an_image_on_a_local_address_that_is_not_allowed_is_refused_and_not_arch
     targets = archived(collection)
     assert site.url("/") in targets and site.url("/logo.png") in targets
     assert not [url for url in targets if "127.0.0.2" in url]
-    refused = REASON + "127.0.0.2 is a loopback address"
+    refused = REASON + "127.0.0.2 is a loopback address" + opened_by("127.0.0.2/32")
     # An error line: in the log file, and on <id>:e with --logErrorsToRedis (see below).
     assert f"requisite refused: {other.url('/secret.png')} ({refused})" in [
         record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
@@ -329,10 +334,10 @@ def test_a_redirect_from_an_allowed_server_to_a_refused_address_is_refused(crawl
 
     assert code == 0
     assert failed(r) == {
-        other.url("/"): REASON + "127.0.0.2 is a loopback address",
+        other.url("/"): REASON + "127.0.0.2 is a loopback address" + opened_by("127.0.0.2/32"),
         "http://rebound.test/internal": REASON + "rebound.test resolves to 10.0.0.7, which is "
-                                                 "a private address",
-        meta: REASON + "169.254.169.254 is a link-local address",
+                                                 "a private address" + opened_by("10.0.0.7/32"),
+        meta: REASON + "169.254.169.254 is a link-local address" + opened_by("169.254.169.254/32"),
     }
     targets = archived(collection)
     assert {site.url("/to-other"), site.url("/to-name"), site.url("/to-metadata")} <= set(targets)
@@ -346,7 +351,7 @@ def test_without_an_allow_list_a_crawl_of_a_loopback_site_is_refused(crawl, r, m
     with serve({"/": page("Home", "home")}) as site:
         code, collection = crawl(site.url("/"), allow=None)
     assert code == 9 and site.hits == []
-    assert failed(r) == {site.url("/"): REASON + "127.0.0.1 is a loopback address"}
+    assert failed(r) == {site.url("/"): REASON + "127.0.0.1 is a loopback address" + opened_by("127.0.0.1/32")}
     assert archived(collection) == [] and ("127.0.0.1", site.port) not in connections
 
 
@@ -355,7 +360,7 @@ def test_the_console_script_refuses_a_local_seed_and_says_why_in_redis(spawn, r)
         crawler = spawn(other.url("/"), "--logErrorsToRedis", allow=ONLY_127_0_0_1)
         assert crawler.wait() == 9, crawler.stderr
     assert other.hits == []
-    assert failed(r) == {other.url("/"): REASON + "127.0.0.2 is a loopback address"}
+    assert failed(r) == {other.url("/"): REASON + "127.0.0.2 is a loopback address" + opened_by("127.0.0.2/32")}
     errors = [json.loads(line) for line in r.lrange("crawl1:e", 0, -1)]
     assert any(REASON + "127.0.0.2" in e["message"] for e in errors)
     assert not Path(crawler.collection.dir / "archive").exists() or archived(
