@@ -16,7 +16,17 @@ ARCHIVER="$ROOT/.venv/bin/archiver"
 source "$ROOT/scripts/lib/python.sh"
 
 say() { printf '[start] %s\n' "$*" >&2; }
+# True when something accepts connections on 127.0.0.1:$1 (bash's /dev/tcp, no tool needed).
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+port_taken() {
+    say "port $PORT of 127.0.0.1 is taken by another program: stop it, or pick another port with ARCHIVER_PORT (e.g. ARCHIVER_PORT=8080 bash scripts/start.sh)"
+    exit 1
+}
 as_root_with_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+
+[[ $PORT =~ ^[0-9]{1,5}$ ]] && ((10#$PORT >= 1 && 10#$PORT <= 65535)) || {
+    say "ARCHIVER_PORT=$PORT is not a port number (1 to 65535)"; exit 1; }
+listening "$PORT" && port_taken  # before anything is installed or started
 
 if ! command -v redis-server >/dev/null 2>&1; then
     if as_root_with_apt; then
@@ -61,8 +71,22 @@ mkdir -p "$ARCHIVER_DATA_DIR/run"
     --error-logfile "$ARCHIVER_DATA_DIR/run/admin-error.log" &
 GUNICORN=$!
 trap 'kill "$GUNICORN" 2>/dev/null; wait "$GUNICORN" 2>/dev/null || true' EXIT
+# gunicorn listens before it loads archiver; if it cannot (the port was taken since the
+# check above, or a socket holds it without listening), it gives up and exits.
+deadline=$((SECONDS + 60))
+until listening "$PORT"; do
+    if ! kill -0 "$GUNICORN" 2>/dev/null || ((SECONDS > deadline)); then
+        grep -q "Connection in use" "$ARCHIVER_DATA_DIR/run/admin-error.log" 2>/dev/null && port_taken
+        say "the admin (gunicorn) did not start: $(tail -n 1 "$ARCHIVER_DATA_DIR/run/admin-error.log" 2>/dev/null) (all of it in $ARCHIVER_DATA_DIR/run/admin-error.log)"
+        exit 1
+    fi
+    sleep 0.1
+done
 say "admin: http://127.0.0.1:$PORT/admin/ (gunicorn pid $GUNICORN)"
 say "from another shell, put the archiver command on PATH: source $ROOT/.venv/bin/activate"
-say "(or call it as $ARCHIVER), then add a crawl: archiver add http://127.0.0.1:8001/"
+say "(or call it as $ARCHIVER), then add a crawl: archiver add https://example.org/"
+if [ -z "${ARCHIVER_CRAWL_ALLOW_NETWORKS:-}" ]; then
+    say "a site on this host (e.g. http://127.0.0.1:8001/) is refused unless its network is opened: start with ARCHIVER_CRAWL_ALLOW_NETWORKS=127.0.0.1/32 bash scripts/start.sh (README: A first crawl)"
+fi
 
 "$ARCHIVER" run --daemon

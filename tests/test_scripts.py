@@ -1,4 +1,5 @@
-"""scripts/lib/python.sh: which Python scripts/start.sh and scripts/test.sh build .venv with.
+"""scripts/lib/python.sh: which Python scripts/start.sh and scripts/test.sh build .venv with;
+and what start.sh says and does when its port is taken or the admin is up.
 
 The finder runs in bash with a PATH holding only stub interpreters: shell scripts that
 print a version, fail like a pyenv shim whose version is not selected, or lack ensurepip.
@@ -8,7 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,3 +116,98 @@ def test_this_machine_has_a_suitable_interpreter_and_the_scripts_use_the_finder(
         text = (REPO / "scripts" / script).read_text()
         assert 'source "$' in text and "lib/python.sh" in text
         assert "python3.11 -m" not in text and ":-python3.11" not in text
+
+
+# --- scripts/start.sh ---------------------------------------------------------------------
+# The real script, in a copy of the checkout whose virtualenv is installed: gunicorn is this
+# virtualenv's, `archiver` (migrate, ensureadmin, run --daemon ...) only records its
+# arguments, and ReplayWeb.page's fetch does nothing.
+
+SHELL_STUB = "#!{bash}\n{body}\n"
+
+
+def executable(path: Path, body: str) -> None:
+    path.write_text(SHELL_STUB.format(bash=BASH, body=body))
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    root = tmp_path / "clone"
+    (root / "scripts" / "lib").mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "start.sh", root / "scripts")
+    shutil.copy(LIB, root / "scripts" / "lib")
+    executable(root / "scripts" / "replay-files.sh", "exit 0")
+    venv = root / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    executable(venv / "python", f'exec {sys.executable} "$@"')
+    executable(venv / "archiver", f'echo "$*" >> {root / "archiver-calls"}')
+    (venv / "gunicorn").symlink_to(Path(sys.executable).parent / "gunicorn")
+    (root / ".venv" / ".installed").touch()
+    return root
+
+
+def start(checkout: Path, port: int, **env) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("ARCHIVER_", "DJANGO_"))}
+    environ.update(ARCHIVER_PORT=str(port), ARCHIVER_DATA_DIR=str(checkout / "data"),
+                   PYTHONPATH=str(REPO), **env)
+    return subprocess.run([BASH, str(checkout / "scripts" / "start.sh")], env=environ,
+                          capture_output=True, text=True, timeout=90)
+
+
+def archiver_calls(checkout: Path) -> list[str]:
+    calls = checkout / "archiver-calls"
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+def taken(port: int) -> str:
+    return (f"[start] port {port} of 127.0.0.1 is taken by another program: stop it, or pick "
+            "another port with ARCHIVER_PORT (e.g. ARCHIVER_PORT=8080 bash scripts/start.sh)\n")
+
+
+def test_start_with_its_port_taken_stops_at_once_with_one_line_naming_archiver_port(checkout):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        result = start(checkout, port)
+    assert (result.returncode, result.stderr) == (1, taken(port))
+    assert archiver_calls(checkout) == []  # nothing migrated, served or run
+
+
+def test_start_stops_when_gunicorn_cannot_bind_its_port_and_runs_no_daemon(checkout):
+    with socket.socket() as holder:  # bound, not listening: only gunicorn's bind finds it
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]
+        result = start(checkout, port)
+    assert (result.returncode, result.stderr) == (1, taken(port))
+    assert "run --daemon" not in archiver_calls(checkout)
+
+
+@pytest.mark.parametrize("port", ["http", "0", "65536"])
+def test_start_refuses_an_archiver_port_that_is_no_port(checkout, port):
+    result = start(checkout, port)
+    assert (result.returncode, result.stderr) == (
+        1, f"[start] ARCHIVER_PORT={port} is not a port number (1 to 65535)\n")
+
+
+def test_start_hints_a_first_crawl_that_works_as_printed(checkout):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = start(checkout, port)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert f"[start] admin: http://127.0.0.1:{port}/admin/" in result.stderr
+    assert archiver_calls(checkout)[-1] == "run --daemon"
+    (add,) = [line for line in lines if "archiver add" in line]
+    assert add.endswith("then add a crawl: archiver add https://example.org/")  # a public site
+    (local,) = [line for line in lines if "127.0.0.1:8001" in line]
+    assert "start with ARCHIVER_CRAWL_ALLOW_NETWORKS=127.0.0.1/32 bash scripts/start.sh" in local
+    readme = (REPO / "README.md").read_text()
+    assert "ARCHIVER_CRAWL_ALLOW_NETWORKS=127.0.0.1/32 bash scripts/start.sh" in readme
+    assert "archiver add http://127.0.0.1:8001/" in readme
+
+    opened = start(checkout, port, ARCHIVER_CRAWL_ALLOW_NETWORKS="127.0.0.1/32")
+    assert opened.returncode == 0, opened.stderr
+    assert "127.0.0.1:8001" not in opened.stderr  # networks are open: no need to say how
