@@ -151,7 +151,7 @@ class CrawlConfigForm(forms.Form):
     screenshot = forms.CharField(required=False, label="Screenshots",
                                  help_text=f"Browser only. Comma-separated: {', '.join(SCREENSHOTS)}.")
     lang = forms.CharField(required=False, label="Language", widget=forms.TextInput(attrs={"size": 12}),
-                           help_text="Browser only. A BCP 47 tag such as de-DE.")
+                           help_text="Browser only. A two-letter ISO 639-1 code such as de.")
     profile = forms.CharField(required=False, label="Browser profile",
                               help_text="Browser only. The name of one of the org's profiles "
                                         "(archiver profile add).")

@@ -279,7 +279,17 @@ BROWSER_FLAGS = {
     "screenshot": "--screenshot", "lang": "--lang", "profile": "--profile",
 }
 MAX_WAIT_SECONDS = 3600
-LANG_TAG = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8}){0,4}")  # BCP 47, the common forms
+# The two-letter ISO 639-1 codes: the only --lang browsertrix-crawler takes (anything else,
+# de-DE too, makes it quit at launch with exit 17), so the only ones archiver accepts.
+ISO_639_1_CODES = """
+    aa ab ae af ak am an ar as av ay az ba be bg bh bi bm bn bo br bs ca ce ch co cr cs cu cv cy
+    da de dv dz ee el en eo es et eu fa ff fi fj fo fr fy ga gd gl gn gu gv ha he hi ho hr ht hu
+    hy hz ia id ie ig ii ik io is it iu ja jv ka kg ki kj kk kl km kn ko kr ks ku kv kw ky la lb
+    lg li ln lo lt lu lv mg mh mi mk ml mn mr ms mt my na nb nd ne ng nl nn no nr nv ny oc oj om
+    or os pa pi pl ps pt qu rm rn ro ru rw sa sc sd se sg si sk sl sm sn so sq sr ss st su sv sw
+    ta te tg th ti tk tl tn to tr ts tt tw ty ug uk ur uz ve vi vo wa wo xh yi yo za zh zu
+"""
+ISO_639_1 = frozenset(ISO_639_1_CODES.split())
 PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
@@ -323,9 +333,11 @@ Screenshots = choice_list("screenshot kind", SCREENSHOTS)
 
 
 def check_lang(value: str) -> str:
-    if len(value) > 35 or not LANG_TAG.fullmatch(value):
-        raise ValueError(f"{shown(value)} is not a BCP 47 language tag (such as en, de-DE or pt-BR)")
-    return value
+    """A language as browsertrix-crawler takes it: an ISO 639-1 code, in lower case."""
+    if value.lower() not in ISO_639_1:
+        raise ValueError(f"{shown(value)} is not a two-letter ISO 639-1 language code (such as en, de or "
+                         f"pt), the only form browsertrix-crawler takes (not de-DE or pt-BR)")
+    return value.lower()
 
 
 def check_profile_name(value: str) -> str:
@@ -371,7 +383,7 @@ class CrawlConfig(BaseModel):
     wait_until: WaitUntil = None
     block_ads: bool = False
     screenshot: Screenshots = None
-    lang: Annotated[StrictStr, AfterValidator(check_lang)] | None = None
+    lang: StrictStr | None = None
     profile: Annotated[StrictStr, AfterValidator(check_profile_name)] | None = Field(
         default=None, description="the name of a browser profile of the crawl's org (archiver profile add)")
 
@@ -395,6 +407,12 @@ class CrawlConfig(BaseModel):
                 {"crawler": crawler},
             )
         return value
+
+    @field_validator("lang")
+    @classmethod
+    def _lang(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # New input only: a crawl stored with a BCP 47 tag of an older archiver stays readable.
+        return value if value is None or info.context is None else check_lang(value)
 
     @field_validator("seeds")
     @classmethod

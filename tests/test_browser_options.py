@@ -25,6 +25,8 @@ pytestmark = pytest.mark.django_db
 
 HTTP_ONLY = ("needs a browser crawler; the configured crawler archiver/crawler:0.1.0 fetches over "
              "HTTP only (set ARCHIVER_CRAWLER_IMAGE to a browsertrix-crawler image)")
+LANG_REFUSED = ("--lang: '{}' is not a two-letter ISO 639-1 language code (such as en, de or pt), "
+                "the only form browsertrix-crawler takes (not de-DE or pt-BR)")
 # option, its value on the command line, the CrawlConfig field, the value the API sends
 OPTIONS = [
     ("--behaviors", "autoscroll,autoplay", "behaviors", ["autoscroll", "autoplay"]),
@@ -33,7 +35,7 @@ OPTIONS = [
     ("--wait-until", "domcontentloaded,networkidle0", "wait_until", ["domcontentloaded", "networkidle0"]),
     ("--block-ads", None, "block_ads", True),
     ("--screenshot", "fullPage", "screenshot", ["fullPage"]),
-    ("--lang", "pt-BR", "lang", "pt-BR"),
+    ("--lang", "pt", "lang", "pt"),
     ("--profile", "login", "profile", "login"),
 ]
 
@@ -140,7 +142,7 @@ def test_a_browser_crawler_takes_every_option_and_stores_it(crawler_kind, tmp_pa
     assert crawl.crawl_config.browser_args() == [
         "--behaviors", "autoscroll,autoplay", "--pageLoadTimeout", "120", "--postLoadDelay", "5",
         "--waitUntil", "domcontentloaded,networkidle0", "--blockAds", "--screenshot", "fullPage",
-        "--lang", "pt-BR",
+        "--lang", "pt",
     ]  # --profile: the launcher adds where the file is
     schedule_out = StringIO()
     call_command("schedule", "add", "0 3 * * *", "https://example.com/", *args, stdout=schedule_out)
@@ -154,8 +156,12 @@ def test_a_browser_crawler_takes_every_option_and_stores_it(crawler_kind, tmp_pa
     (["--wait-until", "idle"], "--wait-until: 'idle' is not a page load condition (one of load, domcontentloaded, "
                                "networkidle0, networkidle2)"),
     (["--screenshot", "full"], "--screenshot: 'full' is not a screenshot kind"),
-    (["--lang", "english"], "--lang: 'english' is not a BCP 47 language tag (such as en, de-DE or pt-BR)"),
-    (["--lang", "de_DE"], "--lang: 'de_DE' is not a BCP 47 language tag"),
+    (["--lang", "english"], LANG_REFUSED.format("english")),
+    (["--lang", "de_DE"], LANG_REFUSED.format("de_DE")),
+    (["--lang", "de-DE"], LANG_REFUSED.format("de-DE")),  # BCP 47, which browsertrix-crawler quits on
+    (["--lang", "pt-BR"], LANG_REFUSED.format("pt-BR")),
+    (["--lang", "e"], LANG_REFUSED.format("e")),
+    (["--lang", "xx"], LANG_REFUSED.format("xx")),  # two letters, but no ISO 639-1 code
     (["--page-load-timeout", "0"], "--page-load-timeout 0: must be from 1 to 3600"),
     (["--page-load-timeout", "2h"], "--page-load-timeout 7200: must be from 1 to 3600"),
     (["--post-load-delay", "-1"], "--post-load-delay -1: must be from 0 to 3600"),
@@ -167,6 +173,17 @@ def test_a_browser_crawler_still_refuses_bad_values(crawler_kind, args, message)
     crawler_kind("browsertrix")
     assert refusal("add", "https://example.com/", *args).startswith(message)
     assert not Crawl.objects.exists()
+
+
+def test_a_language_is_taken_in_any_case_and_stored_in_lower_case(crawler_kind):
+    crawler_kind("browsertrix")
+    call_command("add", "https://example.com/", "--lang", "DE", stdout=StringIO())
+    crawl = Crawl.objects.get()
+    assert crawl.config["lang"] == "de" and crawl.crawl_config.browser_args() == ["--lang", "de"]
+
+
+def test_a_crawl_stored_with_a_bcp_47_tag_by_an_older_archiver_stays_readable():
+    assert CrawlConfig(seeds=["https://example.com/"], lang="de-DE").lang == "de-DE"
 
 
 def test_api_style_values_take_lists_or_comma_text_and_drop_repeats(crawler_kind):
@@ -193,7 +210,7 @@ def crawl_form(org: Org, **values) -> dict:
 
 FORM_VALUES = {"behaviors": "autoscroll,autoplay", "page_load_timeout": "2m", "post_load_delay": "5",
                "wait_until": "domcontentloaded,networkidle0", "block_ads": "on", "screenshot": "fullPage",
-               "lang": "pt-BR", "profile": "login"}
+               "lang": "pt", "profile": "login"}
 
 
 @pytest.mark.usefixtures("admin_settings")
@@ -224,7 +241,7 @@ def test_the_admin_form_takes_them_for_a_browser_crawler_and_shows_them_again(cr
     assert {field: crawl.config[field] for _, _, field, _ in OPTIONS} == {
         field: value for _, _, field, value in OPTIONS}
     again = admin_client.get(reverse("admin:crawls_crawl_add"), {"from": crawl.pk}).content.decode()
-    for text in ('value="autoscroll,autoplay"', 'value="2m"', 'value="pt-BR"', 'value="login"'):
+    for text in ('value="autoscroll,autoplay"', 'value="2m"', 'value="pt"', 'value="login"'):
         assert text in again
     assert re.search(r'<input type="checkbox" name="block_ads"[^>]* checked', again)
 
@@ -263,3 +280,15 @@ def test_the_schedule_form_has_the_browser_options_too(crawler_kind, admin_clien
     assert response.status_code == 302, html.unescape(response.content.decode())[:3000]
     config = Schedule.objects.get().config
     assert (config["behaviors"], config["block_ads"], config["profile"]) == (["autoscroll"], True, "login")
+
+
+@pytest.mark.usefixtures("admin_settings")
+def test_the_admin_form_refuses_a_language_browsertrix_crawler_would_quit_on(crawler_kind, admin_client):
+    crawler_kind("browsertrix")
+    org = Org.objects.get(slug="default")
+    response = admin_client.post(reverse("admin:crawls_crawl_add"), crawl_form(org, lang="de-DE"))
+    assert response.status_code == 200
+    page = html.unescape(response.content.decode())
+    message = LANG_REFUSED.format("de-DE").removeprefix("--lang: ")
+    assert f'<ul class="errorlist" id="id_lang_error"><li>{message}</li>' in page
+    assert not Crawl.objects.exists()

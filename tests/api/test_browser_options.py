@@ -76,6 +76,10 @@ def test_a_browser_server_takes_every_option_and_checks_the_profile(browser_serv
     crawl = Crawl.objects.get(pk=response.json()["id"])
     assert crawl.config["wait_until"] == ["load", "networkidle2"] and crawl.config["profile"] == "login"
     assert response.json()["config"] == crawl.config
+    bad_lang = browser_client.post("/api/v1/crawls", json={**SEED, "lang": "de-DE"})
+    assert bad_lang.json() == {"code": "invalid", "message": (
+        "lang: 'de-DE' is not a two-letter ISO 639-1 language code (such as en, de or pt), the only form "
+        "browsertrix-crawler takes (not de-DE or pt-BR)")}
     bad = browser_client.post("/api/v1/crawls", json={**SEED, "screenshot": "everything"})
     assert bad.json() == {"code": "invalid", "message": "screenshot: 'everything' is not a screenshot kind "
                                                         "(one of view, thumbnail, fullPage, fullPageFinal)"}

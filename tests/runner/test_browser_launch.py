@@ -26,9 +26,9 @@ from tests.runner.conftest import T0
 S = CrawlStatus
 OPTIONS = dict(behaviors=["autoscroll", "siteSpecific"], page_load_timeout=45, post_load_delay=2,
                wait_until=["load", "networkidle2"], block_ads=True, screenshot=["view", "thumbnail"],
-               lang="de-DE")
+               lang="de")
 FLAGS = ["--behaviors", "autoscroll,siteSpecific", "--pageLoadTimeout", "45", "--postLoadDelay", "2",
-         "--waitUntil", "load,networkidle2", "--blockAds", "--screenshot", "view,thumbnail", "--lang", "de-DE"]
+         "--waitUntil", "load,networkidle2", "--blockAds", "--screenshot", "view,thumbnail", "--lang", "de"]
 
 
 @pytest.fixture
