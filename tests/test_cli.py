@@ -534,6 +534,48 @@ def test_resuming_a_finished_crawl_at_a_shell_is_refused(data_dir):
     assert db_rows(data_dir) == before
 
 
+def at_a_terminal(data_dir: Path, columns: int, *args) -> list[str]:
+    """What a command prints at a real terminal (a pseudo-terminal) of `columns` columns."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    main, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ARCHIVER_", "DJANGO_")) and k not in ("COLUMNS", "LINES")}
+    env.update(ARCHIVER_DATA_DIR=str(data_dir), NO_COLOR="1")
+    with subprocess.Popen([sys.executable, "manage.py", *args], cwd=REPO, env=env, stdin=terminal,
+                          stdout=terminal, stderr=subprocess.PIPE) as command:
+        os.close(terminal)
+        output = b""
+        while chunk := read_or_end(main):
+            output += chunk
+        command.wait(timeout=60)
+    os.close(main)
+    assert command.returncode == 0, command.stderr.read()
+    return output.decode().splitlines()
+
+
+def read_or_end(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: the command closed the terminal
+        return b""
+
+
+def test_status_at_an_80_column_terminal_shows_id_and_state_beside_a_long_error(data_dir):
+    crawl_id = manage(data_dir, "add", "https://example.com/" + "deep/" * 30, check=True).stdout.strip()
+    with sqlite3.connect(data_dir / "archiver.sqlite3") as db:
+        db.execute("UPDATE crawls_crawl SET status='failed', error=? WHERE id=?", (LONG_ERROR, crawl_id))
+    lines = at_a_terminal(data_dir, 80, "status")
+    assert lines[0].split() == ["ID", "STATE", "PAGES", "SIZE", "REASON", "ORG", "AGE", "SEED"]
+    assert all(len(line.rstrip()) <= 80 for line in lines)
+    (line,) = [line for line in lines if line.startswith(crawl_id[:8])]
+    assert "failed" in line and "the crawl" in line and "…" in line
+
+
 ARCHIVER_SCRIPT = [sys.executable, "-c",
                    "import sys; from archiver.cli import main; sys.argv[0] = 'archiver'; main()"]
 
