@@ -218,6 +218,9 @@ class CrawlAdmin(admin.ModelAdmin):
         css = {"all": ["crawls/admin.css"]}
         js = ["crawls/live.js"]
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).with_running_processes()  # the "ran" column
+
     def get_urls(self):
         def view(function):
             def wrapped(request, *args, **kwargs):
@@ -304,7 +307,7 @@ class CrawlAdmin(admin.ModelAdmin):
 
     @admin.display(description="ran")
     def running_time(self, obj):
-        return live_cell(obj, "running_time", duration(obj.elapsed_seconds))
+        return live_cell(obj, "running_time", duration(obj.elapsed_now(timezone.now())))
 
     @admin.display(description="execution time")
     def execution_time(self, obj):
