@@ -204,10 +204,12 @@ def create_body_schema() -> dict:
 
 
 def read_json_object(request) -> dict:
+    """The body as a JSON object: 400 `bad_request` when it cannot be read (as the endpoints
+    whose body a schema reads answer), 422 `invalid` when it is JSON but not an object."""
     try:
         values = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError):
-        raise invalid("the request body is not JSON") from None
+        raise ApiError(400, "the request body is not JSON") from None
     if not isinstance(values, dict):
         raise invalid("the request body must be a JSON object")
     return values
