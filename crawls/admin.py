@@ -177,7 +177,8 @@ class CrawlTagsForm(forms.ModelForm):
 @admin.register(Crawl)
 class CrawlAdmin(admin.ModelAdmin):
     form = CrawlTagsForm
-    # Fits a 1,400 px window beside the filters: the org is a filter, not a column.
+    # Fits a 1,400 px window beside the filters, the navigation sidebar closed (docs/admin.md):
+    # the org is a filter, not a column.
     list_display = ("short_id", "first_seed", "state", "reason", "progress", "size",
                     "running_time", "age")
     list_filter = ("status", "org")
