@@ -194,7 +194,7 @@ def live_row(crawl: Crawl, now) -> dict:
         "pages_found": crawl.pages_found,
         "pages_failed": crawl.pages_failed,
         "size": human_size(crawl.size_bytes),
-        "running_time": duration(crawl.elapsed_seconds),
+        "running_time": duration(crawl.elapsed_now(now)),
         "age": age(crawl.created_at, now),
         "scale": crawl.scale,
     }
@@ -220,7 +220,7 @@ def live(modeladmin, request):
     require(request, "view")
     ids = request.GET.getlist("id")[:LIVE_LIMIT]
     now = timezone.now()
-    crawls = list(Crawl.objects.filter(pk__in=ids))
+    crawls = list(Crawl.objects.filter(pk__in=ids).with_running_processes())
     rows = [live_row(crawl, now) for crawl in crawls]
     if request.GET.get("detail") and len(crawls) == 1:
         rows[0].update(live_detail(crawls[0], now))

@@ -105,6 +105,18 @@ def human_size(num: int | float | None) -> str:
     return f"{num:.1f} TB"  # pragma: no cover
 
 
+def human_duration(seconds: float) -> str:
+    """A length of time as a sentence says it: "20 s", "2 min 5 s", "1 h 30 min"."""
+    total = max(round(seconds), 0)
+    if total < 60:
+        return f"{total} s"
+    if total < 3600:
+        minutes, secs = divmod(total, 60)
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    hours, minutes = divmod(round(total / 60), 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
 # --- URLs and hosts ----------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Iterable
 
 from django.db import transaction
@@ -22,6 +23,8 @@ from crawls.models import Crawl, CrawlLog
 MAX_MESSAGE = 8_000  # characters of one line's message
 MAX_DETAILS = 4_000  # bytes of one line's details, as JSON
 LEVELS = {"debug", "info", "warn", "warning", "error", "fatal"}
+SOURCE_WIDTH = 32  # CrawlLog.source's max_length
+INSTANCE_SUFFIX = re.compile(r"-\d{1,5}$")  # the -<i> of an instance's name, crawl-<id>-<i>
 TRIM_BATCH = 1_000  # oldest lines examined per deletion query
 
 
@@ -36,11 +39,22 @@ def line_from(entry: dict, now: dt.datetime, source: str) -> CrawlLog:
     details = entry.get("details")
     if not isinstance(details, dict) or len(json.dumps(details, default=str)) > MAX_DETAILS:
         details = {}
-    context = str(entry.get("context") or source)[:32]
+    context = fit_source(str(entry.get("context") or source))
     line = CrawlLog(created_at=now, level=level if level in LEVELS else "info", source=context,
                     message=message, details=json.loads(json.dumps(details, default=str)))
     line.size = len(message.encode()) + len(json.dumps(line.details)) + 64  # + row overhead
     return line
+
+
+def fit_source(name: str) -> str:
+    """`name` cut to the source column from its end, so it still starts as it did: an
+    instance's `crawl-<id>-<i>` keeps its `-<i>` after the cut (`crawl-<start of id>…-<i>`),
+    never reading like another crawl's id."""
+    if len(name) <= SOURCE_WIDTH:
+        return name
+    match = INSTANCE_SUFFIX.search(name)
+    suffix = match.group() if match else ""
+    return name[:SOURCE_WIDTH - 1 - len(suffix)] + "…" + suffix
 
 
 def keep_lines(crawl: Crawl, entries: Iterable[dict], now: dt.datetime, *, source: str = "crawler",

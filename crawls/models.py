@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, models, transaction
@@ -182,6 +183,13 @@ EVENT_FOR_FINAL = {
 
 
 class CrawlQuerySet(LeaseQuerySet):
+    def with_running_processes(self):
+        """Each crawl's running Process rows in one query (`running_processes`), so a list
+        shows every crawl's running time (elapsed_now) without a query per crawl."""
+        running = Process.objects.filter(status=ProcessStatus.RUNNING)
+        return self.prefetch_related(models.Prefetch("processes", queryset=running,
+                                                     to_attr="running_processes"))
+
     def active(self):
         return self.filter(status__in=S.ACTIVE)
 
@@ -341,6 +349,16 @@ class Crawl(Leased):
         """The crawl's page limit, capped by its org's maximum pages per crawl."""
         limits = [v for v in (self.config.get("page_limit"), self.org.max_pages_per_crawl) if v]
         return min(limits) if limits else None
+
+    def elapsed_now(self, now: dt.datetime) -> float:
+        """The running time at `now`: what is counted (every count interval and at each exit)
+        plus the longest uncounted run of a running instance; what every view shows."""
+        if self.is_final:
+            return self.elapsed_seconds
+        running = getattr(self, "running_processes", None)  # from with_running_processes()
+        if running is None:
+            running = self.processes.filter(status=ProcessStatus.RUNNING)
+        return elapsed_with_uncounted(self.elapsed_seconds, running, now)
 
     def limit_reached(self) -> StopReason | None:
         """The crawl's own limit it has reached, if any (pure: fields only)."""
@@ -687,8 +705,9 @@ class Crawl(Leased):
 
     # --- payloads --------------------------------------------------------------------
 
-    def summary(self) -> dict:
-        """The crawl as other systems see it (status --json, webhook payloads)."""
+    def summary(self, now: dt.datetime | None = None) -> dict:
+        """The crawl as other systems see it (status --json, the API, webhook payloads); with
+        `now`, its running time includes what is not counted yet (elapsed_now)."""
         return {
             "id": self.id,
             "org": self.org.slug,
@@ -703,7 +722,7 @@ class Crawl(Leased):
             "pages_failed": self.pages_failed,
             "size_bytes": self.size_bytes,
             "exec_seconds": round(self.exec_seconds, 3),
-            "elapsed_seconds": round(self.elapsed_seconds, 3),
+            "elapsed_seconds": round(self.elapsed_now(now) if now else self.elapsed_seconds, 3),
             "attempts": self.attempts,
             "scale": self.scale,
             "files": [f.summary() for f in self.files.all()],
@@ -791,6 +810,14 @@ class ExitReason(models.TextChoices):
 
 
 LIVE_PROCESS = (ProcessStatus.STARTING, ProcessStatus.RUNNING)
+
+
+def elapsed_with_uncounted(elapsed_seconds: float, processes: Iterable[Process], now: dt.datetime) -> float:
+    """`elapsed_seconds` plus the longest run of a running process since it was last counted
+    (pure; the runner's time limit and the views both use it)."""
+    uncounted = [(now - (p.counted_until or p.started_at)).total_seconds() for p in processes
+                 if p.status == ProcessStatus.RUNNING and (p.counted_until or p.started_at)]
+    return elapsed_seconds + max([0.0, *uncounted])
 
 
 class ProcessQuerySet(LeaseQuerySet):

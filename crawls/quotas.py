@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import F, Q
 
 from crawls import admission
-from crawls.config import human_size
+from crawls.config import human_duration, human_size
 from crawls.models import (
     Crawl,
     CrawlStatus,
@@ -66,11 +66,11 @@ def stop_message(crawl: Crawl, reason: str, usage: OrgUsageNow) -> str:
         return (f"org '{org.slug}' storage quota reached: {human_size(usage.storage_bytes)} "
                 f"of {human_size(org.storage_quota_bytes)} used")
     if reason == StopReason.EXEC_QUOTA:
-        return (f"org '{org.slug}' execution quota reached: {usage.exec_seconds / 60:.0f} of "
-                f"{org.exec_minutes_quota} minutes used this month")
+        return (f"org '{org.slug}' execution quota reached: {human_duration(usage.exec_seconds)} "
+                f"of {human_duration(org.exec_minutes_quota * 60)} used this month")
     if reason == StopReason.TIME_LIMIT:
-        return (f"time limit reached: ran {crawl.elapsed_seconds / 60:.1f} of "
-                f"{config['time_limit'] / 60:.1f} minutes")
+        return (f"time limit reached: ran {human_duration(crawl.elapsed_seconds)} of its "
+                f"{human_duration(config['time_limit'])} limit")
     if reason == StopReason.SIZE_LIMIT:
         return (f"size limit reached: {human_size(crawl.size_bytes)} of "
                 f"{human_size(config['size_limit'])}")

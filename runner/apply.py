@@ -375,7 +375,7 @@ def keep_log(crawl: Crawl, process: Process, tail: str, now: dt.datetime) -> Non
     for line in tail.splitlines():
         entry = parse_log_line(line)
         if entry and str(entry.get("logLevel", "")).lower() not in ("error", "fatal"):
-            entries.append({**entry, "context": process.hostname[-32:]})
+            entries.append({**entry, "context": process.hostname})
     crawl_logs.keep_lines(crawl, entries, now)
 
 

@@ -36,6 +36,8 @@ zip whose member names say `../../etc/passwd`. The runner usually runs as root. 
   the entry is still the regular file we measured; a crawler's file never decides what is
   deleted outside its own folder (only `delete_files`, for cancel and retention, deletes kept
   archives, and it takes its paths from our own rows, checked to stay in `archives/<crawl>/`).
+- A kept file is made the runner's (its uid, and its gid or the setgid folder's) and 0600
+  on the descriptor the guard opened, whichever user wrote it (a container's uid 1000).
 - Files we write into a crawler's folder are new files (O_CREAT|O_EXCL|O_NOFOLLOW) renamed
   into place, so a planted `crawler.json` link is replaced, never followed.
 - Nothing is deleted because something went wrong: a WACZ that cannot be read stays, the WARCs
@@ -421,11 +423,37 @@ def keep(crawl: Crawl, archives_fd: int, name: str, now: dt.datetime, limits: Li
     row = CrawlFile.objects.filter(path=path).first()
     if row is None:
         with regular_file(archives_fd, name, limits.file_bytes) as (fd, st):
+            if problem := make_private(fd, st, archives_fd):
+                warn(crawl.pk, kept.warnings, f"{name}: {problem}")
             row, created = record(crawl, path, st.st_size, sha256_fd(fd, st.st_size), now)
         if created:
             kept.added_bytes += row.size
             log.info("crawl %s: kept %s (%d bytes)", crawl.short_id, path, row.size)
     kept.files.append(row)
+
+
+def runners_owner(dir_fd: int) -> tuple[int, int]:
+    """(uid, gid) a file the runner creates in `dir_fd` gets: its own user, and the folder's
+    group when the folder is setgid (a shared data dir), else its own group."""
+    folder_st = os.fstat(dir_fd)
+    gid = folder_st.st_gid if folder_st.st_mode & stat.S_ISGID else os.getegid()
+    return os.geteuid(), gid
+
+
+def make_private(fd: int, st: os.stat_result, dir_fd: int) -> str:
+    """A kept file becomes the runner's, 0600, whoever wrote it (a container's uid 1000, a
+    crawler's umask): changed on the descriptor the guard opened, never through a path. The
+    reason when the runner may not (not root, another user's file): it is kept as it is."""
+    owner = runners_owner(dir_fd)
+    try:
+        if (st.st_uid, st.st_gid) != owner:
+            os.fchown(fd, *owner)
+        if stat.S_IMODE(st.st_mode) != 0o600:
+            os.fchmod(fd, 0o600)
+    except PermissionError as exc:
+        return (f"kept as it is (uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}), "
+                f"not made the runner's: {exc.strerror}")
+    return ""
 
 
 def move_in(src_fd: int, name: str, dst_fd: int, target: str, limits: Limits) -> None:

@@ -20,6 +20,7 @@ from crawls.models import (
     Process,
     ProcessStatus,
     StopReason,
+    elapsed_with_uncounted,
 )
 from runner.launchers import hostname
 from runner.progress import FINISHED_STATUSES
@@ -155,9 +156,7 @@ def crawl_state_for(statuses: list[str]) -> str | None:
 def elapsed_now(elapsed_seconds: float, processes: list[Process], now: dt.datetime) -> float:
     """The crawl's running time now: what is counted plus the longest uncounted run, so a
     time limit holds within one tick, not within the counting interval."""
-    uncounted = [(now - (p.counted_until or p.started_at)).total_seconds() for p in processes
-                 if p.status == ProcessStatus.RUNNING and (p.counted_until or p.started_at)]
-    return elapsed_seconds + max([0.0, *uncounted])
+    return elapsed_with_uncounted(elapsed_seconds, processes, now)
 
 
 # --- actions ------------------------------------------------------------------------------

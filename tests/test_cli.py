@@ -6,6 +6,7 @@ a user at a shell sees: exit codes, one line on stderr, no traceback, nothing wr
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -349,6 +350,16 @@ def test_status_of_one_crawl_shows_config_limits_files_processes_and_log(make_cr
 
 
 @pytest.mark.django_db
+def test_status_of_a_crawl_started_seconds_ago_shows_them_as_its_running_time(make_crawl):
+    crawl = make_crawl(S.RUNNING)
+    started = timezone.now() - dt.timedelta(seconds=8)
+    Process.objects.create(crawl=crawl, instance=0, hostname=f"crawl-{crawl.pk}-0", launcher="local",
+                           status="running", started_at=started, counted_until=started)
+    assert re.search(r"running time\s+(8|9)s\b", run("status", crawl.short_id))
+    assert 8 <= json.loads(run("status", crawl.short_id, "--json"))["elapsed_seconds"] < 10
+
+
+@pytest.mark.django_db
 def test_status_of_one_crawl_json_is_its_summary(make_crawl):
     crawl = make_crawl()
     summary = json.loads(run("status", crawl.short_id, "--json"))
@@ -374,9 +385,10 @@ def test_status_takes_a_fixed_number_of_queries_however_many_crawls(make_crawl, 
     for n in range(60):
         crawl = make_crawl(S.COMPLETE if n % 2 else S.RUNNING)
         CrawlFile.objects.create(crawl=crawl, path=f"crawls/{crawl.id}.wacz", size=1, sha256="0" * 64)
-    with django_assert_max_num_queries(4):
+    # active crawls, then the others: each with their files and running instances
+    with django_assert_max_num_queries(6):
         assert len(json.loads(run("status", "--json", "--all"))) == 60
-    with django_assert_max_num_queries(4):
+    with django_assert_max_num_queries(6):
         run("status", "--all")
 
 

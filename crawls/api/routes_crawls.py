@@ -63,11 +63,12 @@ def file_out(crawl_file: CrawlFile) -> dict:
     }
 
 
-def crawl_out(crawl: Crawl) -> dict:
-    """The crawl's summary (as `status --json` prints it) plus what a live view needs."""
+def crawl_out(crawl: Crawl, now: dt.datetime | None = None) -> dict:
+    """The crawl's summary (as `status --json` prints it, its running time at `now`, the
+    database's clock by default) plus what a live view needs."""
     files = list(crawl.files.all())
     return {
-        **crawl.summary(),
+        **crawl.summary(now or db_now()),
         "intent": crawl.intent or None,
         "config": crawl.config,
         "config_override": crawl.config_override,
@@ -97,7 +98,7 @@ def find_crawl(request, crawl_id: str) -> Crawl:
 
 
 def with_files(crawls):
-    return crawls.prefetch_related(Prefetch("files", queryset=CrawlFile.objects.order_by("created_at")))
+    return crawls.with_running_processes().prefetch_related(Prefetch("files", queryset=CrawlFile.objects.order_by("created_at")))
 
 
 def tagged(crawls, tag: str):
@@ -137,7 +138,8 @@ def list_crawls(request, state: StateFilter | None = None,
     more = len(rows) > limit
     rows = rows[:limit]
     next_cursor = pagination.encode(rows[-1].created_at.isoformat(), rows[-1].id) if more else None
-    return {"items": [crawl_out(c) for c in rows], "next_cursor": next_cursor}
+    now = db_now()
+    return {"items": [crawl_out(c, now) for c in rows], "next_cursor": next_cursor}
 
 
 @router.get("/crawls/{crawl_id}", response={200: CrawlOut, **ERRORS}, summary="One crawl, with live progress")
@@ -202,10 +204,12 @@ def create_body_schema() -> dict:
 
 
 def read_json_object(request) -> dict:
+    """The body as a JSON object: 400 `bad_request` when it cannot be read (as the endpoints
+    whose body a schema reads answer), 422 `invalid` when it is JSON but not an object."""
     try:
         values = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError):
-        raise invalid("the request body is not JSON") from None
+        raise ApiError(400, "the request body is not JSON") from None
     if not isinstance(values, dict):
         raise invalid("the request body must be a JSON object")
     return values

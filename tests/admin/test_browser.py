@@ -475,3 +475,44 @@ def test_replay_shows_archived_pages_from_several_wacz_files(installation, admin
     access_log = (installation.data_dir / "run" / "admin-access.log").read_text()
     assert f"/admin/crawls/crawl/{crawl_id}/replay.json" in access_log
     assert '.wacz HTTP/1.1" 206' in access_log
+
+
+def list_overflow(driver) -> dict:
+    """How much wider than its box the crawl list is, and than the window the page is."""
+    return driver.execute_script(
+        "const t = document.querySelector('#changelist .results');"
+        "return {list: t.scrollWidth - t.clientWidth,"
+        "        page: document.documentElement.scrollWidth - window.innerWidth,"
+        "        sidebar: document.querySelector('#main').classList.contains('shifted')};")
+
+
+def crawl_list_with_sidebar(driver, admin_url: str, open_: bool) -> dict:
+    driver.execute_script("localStorage.setItem('django.admin.navSidebarIsOpen', arguments[0]);",
+                          "true" if open_ else "false")
+    driver.get(f"{admin_url}/admin/crawls/crawl/")
+    wait_until(lambda: driver.execute_script("return document.querySelectorAll('#result_list tbody tr').length") == 4,
+               20, "the list of 4 crawls")
+    return list_overflow(driver)
+
+
+def test_the_widest_crawl_list_fits_1400_px_with_the_sidebar_closed_and_scrolls_in_its_box_with_it_open(
+        installation, admin_url, browser, shots):
+    long_seed = "http://localhost:9/?q=" + "x" * 1900
+    installation.manage("pause", installation.manage("add", long_seed).strip())
+    for status, intent in (("running", "pause"), ("stopped_quota_reached", ""), ("failed", "")):
+        crawl_id = installation.manage("add", long_seed.replace("?q=", "a/")).strip()
+        installation.query(  # the widest a row gets: long states and reasons, big numbers
+            "UPDATE crawls_crawl SET status = ?, intent = ?, pages_done = 123456, pages_found = 234567,"
+            " pages_failed = 12345, size_bytes = 987654321098, elapsed_seconds = 987654,"
+            " error = ?, stop_reason = ? WHERE id = ?", status, intent,
+            "every crawler instance failed (no page succeeded): " + "y" * 400,
+            "storage_quota" if status.startswith("stopped") else "", crawl_id)
+    log_in(browser, admin_url, installation)
+
+    closed = crawl_list_with_sidebar(browser, admin_url, open_=False)
+    shots.take("list-sidebar-closed")
+    assert not closed["sidebar"] and closed["list"] <= 0 and closed["page"] <= 0, closed
+
+    opened = crawl_list_with_sidebar(browser, admin_url, open_=True)
+    shots.take("list-sidebar-open")
+    assert opened["sidebar"] and opened["page"] <= 0, opened  # the list scrolls, not the page

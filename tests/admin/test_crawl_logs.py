@@ -11,7 +11,9 @@ from django.core.management import call_command
 
 from crawls.config import CrawlConfig
 from crawls.crawl_logs import MAX_MESSAGE, keep_lines, oldest_to_drop
-from crawls.models import Crawl, CrawlLog, Org
+from crawls.models import Crawl, CrawlLog, Org, Process
+from runner.apply import keep_log
+from runner.launchers import hostname
 
 pytestmark = pytest.mark.django_db
 NOW = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
@@ -66,3 +68,23 @@ def test_the_logs_command_prints_kept_crawler_lines(crawl):
     call_command("logs", crawl.id, stdout=out)
     assert "crawlStatus: 000001 xxx" in out.getvalue()
     assert CrawlLog.objects.count() == 1
+
+
+def test_an_instance_name_too_long_for_the_source_column_keeps_its_start_and_its_instance(crawl):
+    hostname = f"crawl-{crawl.pk}-12"
+    keep_lines(crawl, [{"message": "hello", "context": hostname}], NOW, budget=10**6)
+    (line,) = crawl.logs.all()
+    assert line.source == f"crawl-{crawl.pk[:22]}…-12" and len(line.source) == 32
+    assert hostname.startswith(line.source.partition("…")[0])
+
+
+def test_a_long_source_that_names_no_instance_is_cut_at_its_end(crawl):
+    keep_lines(crawl, [{"message": "hello", "context": "someVeryLongContextNameOfTheCrawler!"}], NOW, budget=10**6)
+    assert crawl.logs.get().source == "someVeryLongContextNameOfTheCra…"
+
+
+def test_the_log_an_instance_leaves_on_exit_names_it_by_the_start_of_its_crawls_id(crawl):
+    process = Process.objects.create(crawl=crawl, instance=3, hostname=hostname(crawl.pk, 3), launcher="local")
+    keep_log(crawl, process, '{"logLevel": "info", "context": "general", "message": "crawl done"}\n', NOW)
+    (line,) = crawl.logs.all()
+    assert line.source.startswith(f"crawl-{crawl.short_id}") and line.source.endswith("…-3")

@@ -64,6 +64,16 @@ def test_invalid_tags_or_body_are_refused(api_db, client, body, message):
     assert not Crawl.objects.exists()
 
 
+@pytest.mark.parametrize("path", ["/api/v1/crawls", "/api/v1/schedules", "/api/v1/webhooks",
+                                  "/api/v1/crawls/{crawl}/scale", "/api/v1/crawls/{crawl}/exclusions"])
+def test_a_body_that_is_not_json_is_a_bad_request_on_every_endpoint(api_db, client, make_crawl, path):
+    crawl = make_crawl(status="running")
+    response = client.post(path.format(crawl=crawl.pk), content=b"{not json",
+                           headers={"Content-Type": "application/json"})
+    assert response.status_code == 400 and response.json()["code"] == "bad_request"
+    assert Crawl.objects.count() == 1
+
+
 def test_creating_a_crawl_wakes_the_runner(api_server, api_db, client):
     path = api_server.data_dir / "run" / "wake.sock"
     path.parent.mkdir(exist_ok=True)

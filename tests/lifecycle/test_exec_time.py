@@ -132,3 +132,34 @@ def make_process(crawl: Crawl, instance=0, status=ProcessStatus.RUNNING, **field
 
 def usage(org) -> dict:
     return dict(OrgUsage.objects.filter(org=org).values_list("month", "exec_seconds"))
+
+
+# --- the running time the views show ---------------------------------------------------------
+
+
+def running_instance(crawl: Crawl, started: dt.datetime, counted_until: dt.datetime | None = None,
+                     instance: int = 0) -> Process:
+    return Process.objects.create(crawl=crawl, instance=instance, hostname=f"crawl-{crawl.pk}-{instance}",
+                                  launcher="local", status=ProcessStatus.RUNNING, started_at=started,
+                                  counted_until=counted_until or started)
+
+
+def test_a_crawl_running_for_seconds_shows_them_before_they_are_counted(make_crawl):
+    crawl = make_crawl(S.RUNNING)
+    running_instance(crawl, NOW - dt.timedelta(seconds=7))
+    assert crawl.elapsed_seconds == 0 and crawl.elapsed_now(NOW) == 7
+
+
+def test_the_running_time_adds_the_longest_uncounted_run_to_what_is_counted(make_crawl):
+    crawl = make_crawl(S.RUNNING, elapsed_seconds=60)
+    running_instance(crawl, NOW - dt.timedelta(minutes=5), counted_until=NOW - dt.timedelta(seconds=4))
+    running_instance(crawl, NOW - dt.timedelta(seconds=9), instance=1)
+    Process.objects.create(crawl=crawl, instance=2, hostname="x", launcher="local",
+                           status=ProcessStatus.EXITED, started_at=NOW - dt.timedelta(hours=1))
+    assert crawl.elapsed_now(NOW) == 69
+
+
+def test_a_final_crawl_shows_only_its_counted_time(make_crawl):
+    crawl = make_crawl(S.COMPLETE, elapsed_seconds=42)
+    running_instance(crawl, NOW - dt.timedelta(hours=1))  # a row the end did not update
+    assert crawl.elapsed_now(NOW) == 42

@@ -133,9 +133,27 @@ def test_stop_messages_give_the_numbers_a_person_needs():
     assert stop_message(crawl, StopReason.STORAGE_QUOTA, usage) == (
         "org 'news' storage quota reached: 1.0 GB of 1.0 GB used")
     assert stop_message(crawl, StopReason.EXEC_QUOTA, usage) == (
-        "org 'news' execution quota reached: 60 of 60 minutes used this month")
-    assert stop_message(crawl, StopReason.TIME_LIMIT, usage) == "time limit reached: ran 60.0 of 60.0 minutes"
+        "org 'news' execution quota reached: 1 h of 1 h used this month")
+    assert stop_message(crawl, StopReason.TIME_LIMIT, usage) == "time limit reached: ran 1 h of its 1 h limit"
     assert stop_message(crawl, StopReason.PAGE_LIMIT, usage) == "page limit reached: 10 of 10 pages"
+
+
+@pytest.mark.parametrize(("elapsed", "limit", "sentence"), [
+    (20.4, 20, "ran 20 s of its 20 s limit"),
+    (90, 90, "ran 1 min 30 s of its 1 min 30 s limit"),
+    (600.2, 600, "ran 10 min of its 10 min limit"),
+    (5432, 5400, "ran 1 h 31 min of its 1 h 30 min limit"),
+])
+def test_a_time_limit_stop_says_how_long_in_units_a_person_reads(elapsed, limit, sentence):
+    crawl = crawl_with({"time_limit": limit}, elapsed_seconds=elapsed)
+    assert stop_message(crawl, StopReason.TIME_LIMIT, OrgUsageNow(bytes_stored=0)) == f"time limit reached: {sentence}"
+
+
+def test_an_execution_quota_stop_says_how_long_in_units_a_person_reads():
+    org = Org(slug="news", exec_minutes_quota=1)
+    usage = OrgUsageNow(bytes_stored=0, exec_seconds=61)
+    assert stop_message(crawl_with({}, org=org), StopReason.EXEC_QUOTA, usage) == (
+        "org 'news' execution quota reached: 1 min 1 s of 1 min used this month")
 
 
 # --- stalls ---------------------------------------------------------------------------------

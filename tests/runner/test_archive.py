@@ -326,3 +326,60 @@ def test_collecting_a_session_keeps_its_wacz_and_forgets_what_it_holds(data_dir,
 
     assert kept.added_bytes == len(wacz) and removed.deleted == 3 and removed.left_bytes == 0
     assert (nothing.files, none) == ([], None)
+
+
+def owner_and_mode(path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)
+
+
+def runners_own(data_dir) -> tuple[int, int, int]:
+    return os.geteuid(), os.getegid(), 0o600
+
+
+def test_a_kept_wacz_is_private_to_the_runner_whoever_wrote_it(data_dir, crawl, session):
+    coll, _ = session
+    wacz = coll / f"{crawl.pk}.wacz"
+    os.chmod(wacz, 0o644)
+    if os.geteuid() == 0:
+        os.chown(wacz, 1000, 1000)  # as a container's user writes it
+
+    kept = archive.collect_wacz(data_dir, crawl, make_process(crawl), T0)
+
+    assert owner_and_mode(data_dir / kept.files[0].path) == runners_own(data_dir)
+
+
+def test_kept_leftover_warcs_are_private_to_the_runner(data_dir, crawl):
+    coll = collection(data_dir, crawl.pk)
+    write_session(coll, {"a.warc.gz": warc_bytes("http://a/1")})
+    os.chmod(coll / "archive" / "a.warc.gz", 0o664)
+    if os.geteuid() == 0:
+        os.chown(coll / "archive" / "a.warc.gz", 1000, 1000)
+
+    kept = archive.keep_leftovers(data_dir, crawl, make_process(crawl), T0)
+
+    assert owner_and_mode(data_dir / kept.files[0].path) == runners_own(data_dir)
+
+
+def test_a_wacz_moved_before_a_crash_is_made_private_when_it_is_recorded(data_dir, crawl, session):
+    coll, _ = session
+    process = make_process(crawl)
+    moved = data_dir / "archives" / crawl.pk / f"{crawl.pk}-0-{process.pk}.wacz"
+    moved.parent.mkdir(parents=True)
+    os.rename(coll / f"{crawl.pk}.wacz", moved)  # moved, then killed before anything else
+    os.chmod(moved, 0o644)
+
+    archive.collect_wacz(data_dir, crawl, process, T0)
+
+    assert owner_and_mode(moved) == runners_own(data_dir)
+
+
+def test_a_wacz_copied_from_another_file_system_is_private_to_the_runner(data_dir, crawl,
+                                                                          crawls_on_another_disk):
+    coll = collection(data_dir, crawl.pk)
+    write_session(coll, {"a.warc.gz": warc_bytes("http://a/1")})
+    os.chmod(package(coll, crawl.pk), 0o644)
+
+    kept = archive.collect_wacz(data_dir, crawl, make_process(crawl), T0)
+
+    assert owner_and_mode(data_dir / kept.files[0].path) == runners_own(data_dir)

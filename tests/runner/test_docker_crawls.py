@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import stat
 import threading
 from pathlib import Path
 
@@ -45,6 +46,8 @@ def test_a_crawl_in_a_container_completes_with_a_verified_wacz(
     (record,) = crawl.files.all()
     path = docker_settings.data_dir / record.path
     assert record.size == path.stat().st_size and record.sha256 == sha256(path)
+    kept = path.stat()  # written by the container's user, kept as the runner's own
+    assert (kept.st_uid, kept.st_gid, stat.S_IMODE(kept.st_mode)) == (os.geteuid(), os.getegid(), 0o600)
     (process,) = crawl.processes.all()
     assert process.status == ProcessStatus.EXITED and process.exit_code == 0
     assert process.launcher == "docker" and process.container_id

@@ -52,6 +52,8 @@ def test_a_crawl_runs_to_complete_with_pages_and_a_verified_wacz(make_runner, ma
     (record,) = crawl.files.all()
     path = settings.data_dir / record.path
     assert record.size == path.stat().st_size and record.sha256 == sha256(path)
+    kept = path.stat()  # the runner's own, 0600, whatever the crawler's umask made it
+    assert (kept.st_uid, kept.st_gid, stat.S_IMODE(kept.st_mode)) == (os.geteuid(), os.getegid(), 0o600)
     assert crawl.size_bytes == record.size
     assert crawl.exec_seconds > 0 and crawl.redis_db is None
     assert store.client(1).dbsize() == 0

@@ -53,13 +53,13 @@ class Command(ArchiverCommand):
         if id is not None:  # `status ''` is a mistake, not "list everything"
             crawl = find_crawl(id, Crawl.objects.select_related("org"))
             if json:
-                self.write_json(crawl.summary())
+                self.write_json(crawl.summary(now))
             else:
                 self.render(*detail(crawl, now))
             return
         crawls = listed_crawls(state, None if all else limit)
         if json:
-            self.write_json([crawl.summary() for crawl in crawls])
+            self.write_json([crawl.summary(now) for crawl in crawls])
         else:
             self.render(crawl_table(crawls, now))
 
@@ -67,7 +67,7 @@ class Command(ArchiverCommand):
 def listed_crawls(state: str | None, limit: int | None) -> list[Crawl]:
     """Newest first: with a state, up to `limit` of them; else every active crawl plus
     the `limit` most recent others."""
-    crawls = Crawl.objects.select_related("org").prefetch_related(
+    crawls = Crawl.objects.select_related("org").with_running_processes().prefetch_related(
         Prefetch("files", queryset=CrawlFile.objects.order_by("created_at"))
     ).order_by("-created_at", "-id")
     if state:
@@ -107,7 +107,7 @@ def crawl_table(crawls: list[Crawl], now) -> FittedTable | Text:
 
 def detail(crawl: Crawl, now) -> list:
     sections = [
-        overview(crawl, now), limits(crawl), config_table(crawl),
+        overview(crawl, now), limits(crawl, now), config_table(crawl),
         files_table(crawl), processes_table(crawl, now), log_lines(crawl),
     ]
     spaced = []
@@ -136,7 +136,7 @@ def overview(crawl: Crawl, now) -> Table:
         ("tags", ", ".join(crawl.tags) or "-"),
         ("pages", f"{progress_bar(crawl.pages_done, crawl.pages_found)} ({crawl.pages_failed} failed)"),
         ("size", crawl.size_human()),
-        ("running time", duration(crawl.elapsed_seconds)),
+        ("running time", duration(crawl.elapsed_now(now))),
         ("execution time", duration(crawl.exec_seconds)),
         ("attempts", crawl.attempts),
         ("created", f"{crawl.created_at:%Y-%m-%d %H:%M:%S} ({age(crawl.created_at, now)} ago)"),
@@ -145,7 +145,7 @@ def overview(crawl: Crawl, now) -> Table:
     ])
 
 
-def limits(crawl: Crawl) -> Table:
+def limits(crawl: Crawl, now) -> Table:
     config = crawl.config
     page_limit = crawl.effective_page_limit()
 
@@ -155,7 +155,7 @@ def limits(crawl: Crawl) -> Table:
     return key_values("limits", [
         ("pages", used(str(crawl.pages_done), page_limit and str(page_limit))),
         ("size", used(crawl.size_human(), config.get("size_limit") and human_size(config["size_limit"]))),
-        ("time", used(duration(crawl.elapsed_seconds), config.get("time_limit") and duration(config["time_limit"]))),
+        ("time", used(duration(crawl.elapsed_now(now)), config.get("time_limit") and duration(config["time_limit"]))),
     ])
 
 
