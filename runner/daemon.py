@@ -71,7 +71,7 @@ class Runner:
         self.rt.host_check = host_check or (lambda crawl: claim.host_wait_reason(self.rt, crawl))
         self.rt.disk_check = disk_check or self.disk_full_reason
         self.redis_watch = redis_watch  # runner.redis_server.RedisWatch, or None (tests)
-        self.stop_event = threading.Event()
+        self.stop_event = self.rt.stop_event  # long reads (page lists) end when it is set
         self.interrupt_crawls = False
         purge = periodic.Retention()
         # Periodic steps after supervision: (name, step(now) -> found work).

@@ -10,6 +10,7 @@ import datetime as dt
 import logging
 import os
 import secrets
+import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,6 +95,7 @@ class Runtime:
     corrupt_grace: float = 30.0
     cancel_grace: float = 30.0
     stopping: bool = False  # the loop was asked to stop: claim nothing new
+    stop_event: threading.Event = field(default_factory=threading.Event)  # set by a signal
     tick_started: float = 0.0  # time.monotonic() when this tick began
 
     def event(self, message: str, level: int = logging.INFO) -> None:
