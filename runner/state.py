@@ -41,6 +41,7 @@ class Held:
     backoff_until: dt.datetime | None = None
     granted: bool = False  # its Redis credentials exist on the server (lost with a restart)
     handover_until: dt.datetime | None = None  # adopted from a dead home: steps/handover.py
+    redis_measured_at: dt.datetime | None = None  # when its Redis database was last measured
 
 
 class Episodes:
