@@ -42,6 +42,7 @@ S = CrawlStatus
 
 ACTIVE_TICK = 1.0  # seconds between ticks while crawls run
 SHUTDOWN_PAUSE_TIMEOUT = 120.0
+WEBHOOK_THREADS = 4  # delivery threads; each receiver gets one at a time (runner/webhooks.py)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 __all__ = ["Runner", "RunnerBusy", "acquire_runner_lock", "classify_exit", "crawl_state_for",
@@ -322,7 +323,7 @@ class Runner:
         except ImportError:
             return
         if mode == "daemon":
-            self._webhooks = webhooks.WebhookDispatcher(self.id).start()
+            self._webhooks = webhooks.WebhookDispatcher(self.id, threads=WEBHOOK_THREADS).start()
             self.steps.append(("webhooks", lambda now: self._webhooks.wake() and False))
         else:
             self.steps.append(("webhooks", lambda now: webhooks.deliver_due_webhooks(
