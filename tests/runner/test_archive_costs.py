@@ -4,6 +4,8 @@ seconds, said in the crawl's log, and names no page (runner/archive.py page_entr
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -47,6 +49,19 @@ def test_each_cost_of_a_pages_list_is_bounded(make_crawl, data_dir, limits, refu
     kept = kept_bomb(data_dir, make_crawl())
     with pytest.raises(archive.Refused, match=refusal):
         list(archive.kept_pages(data_dir, kept, limits))
+
+
+def test_sigterm_ends_a_long_read_of_a_pages_list_at_once(make_runner, make_crawl, fake, data_dir):
+    runner = make_runner(fake)
+    kept = kept_bomb(data_dir, make_crawl())
+    unbounded = archive.Limits(pages_bytes=1 << 40, pages_lines=1 << 40, pages_seconds=600,
+                               stop=runner.rt.stop_event)  # only the stop can end it early
+    with runner.signals():
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        started = time.monotonic()
+        with pytest.raises(archive.Refused, match="the runner is stopping"):
+            list(archive.kept_pages(data_dir, kept, unbounded))
+    assert time.monotonic() - started < 1.5  # the whole GiB takes several seconds
 
 
 def test_a_collected_wacz_whose_pages_list_is_a_bomb_names_nothing_and_says_so_quickly(
