@@ -366,7 +366,8 @@ def register_runner(runner_id: str, settings: Settings, now: dt.datetime) -> Non
         from runner import webhooks
 
         WebhookDelivery.objects.filter(
-            lease_owner__in=[webhooks.lease_owner(d, 0) for d in dead], retry_at__gt=now,
+            lease_owner__in=[webhooks.lease_owner(d, thread) for d in dead
+                             for thread in range(WEBHOOK_THREADS)], retry_at__gt=now,
         ).update(retry_at=now)
     if taken:
         log.info("taking over %d crawl(s) from a runner that died (%s)", taken, ", ".join(dead))
