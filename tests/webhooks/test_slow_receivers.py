@@ -10,9 +10,10 @@ import time
 
 import pytest
 
+from crawls import ssrf
 from crawls.models import DeliveryStatus, WebhookDelivery
 from runner.webhooks import Deliverer, DeliveryPolicy, WebhookDispatcher, deliver_due_webhooks
-from tests.webhooks.conftest import T0, Receiver, allow
+from tests.webhooks.conftest import T0, Receiver, Resolver, allow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,8 +21,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 class Trickler:
     """Reads a request, then answers one byte of a status line every `every` seconds, forever."""
 
-    def __init__(self, every: float = 0.2):
-        self.every = every
+    def __init__(self, every: float = 0.2, first: bytes = b""):
+        self.every, self.first = every, first  # `first`: sent before the trickle
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.connections = 0
@@ -43,6 +44,7 @@ class Trickler:
     def _trickle(self, conn: socket.socket) -> None:
         with conn:
             conn.recv(65536)
+            conn.sendall(self.first)
             for byte in iter(lambda: b"H", None):
                 if self.closed.wait(self.every):
                     return
@@ -113,3 +115,18 @@ def test_a_slow_receiver_does_not_delay_another_receivers_deliveries(
     slow = WebhookDelivery.objects.filter(webhook__url=trickler.url())
     assert sorted(slow.values_list("attempts", flat=True)) == [0, 1]
     assert "deadline" in slow.get(attempts=1).last_error
+
+
+def test_a_tls_handshake_that_trickles_ends_at_the_deadline(monkeypatch):
+    # A TLS record header announcing 16 KiB of handshake, then one byte of it at a time.
+    trickler = Trickler(first=b"\x16\x03\x03\x40\x00")
+    try:
+        settings = allow(monkeypatch, f"hooks.test:{trickler.port}")
+        destination = ssrf.check_url(f"https://hooks.test:{trickler.port}/", settings,
+                                     Resolver({"hooks.test": ["127.0.0.1"]}))
+        started = time.monotonic()
+        with pytest.raises(ssrf.DeadlineExceeded):
+            ssrf.PinnedTransport().post(destination, b"{}", {}, timeout=5.0, deadline=1.5)
+        assert 1.4 < time.monotonic() - started < 3
+    finally:
+        trickler.close()
