@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import logging
 from dataclasses import dataclass, field
 
 import redis
@@ -146,8 +147,13 @@ def check_redis_budget(rt: Runtime, obs: Observation, held: Held, now: dt.dateti
     held.redis_measured_at = now
     try:
         used = rt.store.memory(crawl.redis_db)
+    except redis.ResponseError as exc:  # a server refusing MEMORY USAGE, SCAN or DBSIZE
+        if rt.episodes.begin("redis-memory"):
+            rt.event(f"Redis cannot measure a crawl's database ({str(exc)[:80]}); "
+                     "ARCHIVER_CRAWL_REDIS_MAX_BYTES is not enforced", logging.WARNING)
+        return
     except redis.RedisError:
-        return  # unreachable (the next read says so), or a server refusing MEMORY USAGE
+        return  # unreachable: the next read says so
     budget = rt.settings.crawl_redis_max_bytes
     if used > budget:
         obs.limit_reason = StopReason.REDIS_BUDGET

@@ -87,3 +87,17 @@ def test_a_crawl_within_its_redis_budget_runs_on(make_runner, make_crawl, fake, 
     runner.tick(later(20))
     crawl.refresh_from_db()
     assert (crawl.status, crawl.stop_reason) == (CrawlStatus.RUNNING, "")
+
+
+def test_a_redis_that_cannot_measure_a_database_is_said_once_and_the_crawl_runs_on(
+        make_runner, make_crawl, fake, memory_store):
+    crawl = make_crawl()  # fakeredis has no MEMORY command, as a server that refuses it
+    runner = make_runner(fake, store=memory_store)
+    runner.tick(later(0))
+    report(memory_store, crawl, done=1, found=2, pages=["http://site/a"])
+    for second in (20, 40):
+        runner.tick(later(second))
+    crawl.refresh_from_db()
+    assert (crawl.status, crawl.stop_reason) == (CrawlStatus.RUNNING, "")
+    said = [e for e in runner.rt.events if "cannot measure" in e]
+    assert len(said) == 1 and "not enforced" in said[0]
