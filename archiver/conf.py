@@ -68,6 +68,8 @@ ENV = {
     "storage_crawler_secret_key": "ARCHIVER_STORAGE_CRAWLER_SECRET_KEY",
     "redis_bind": "ARCHIVER_REDIS_BIND",
     "redis_public_url": "ARCHIVER_REDIS_PUBLIC_URL",
+    "redis_max_bytes": "ARCHIVER_REDIS_MAX_BYTES",
+    "crawl_redis_max_bytes": "ARCHIVER_CRAWL_REDIS_MAX_BYTES",
 }
 # Their values are never repeated in an error message (nor anywhere else).
 SECRET_VARIABLES = {"ARCHIVER_STORAGE_ACCESS_KEY", "ARCHIVER_STORAGE_SECRET_KEY",
@@ -159,6 +161,10 @@ class Settings(BaseModel):
     # The Redis address handed to crawlers (scheme, host, port; never credentials: each
     # crawl has its own), when it differs from the one the runner uses.
     redis_public_url: str | None = None
+    # The embedded Redis's maxmemory (noeviction: a write over it fails, crawl state is never
+    # evicted), and what one crawl's database may hold on any Redis before the crawl stops.
+    redis_max_bytes: int = Field(default=1 << 30, ge=32 << 20, le=1 << 50)
+    crawl_redis_max_bytes: int = Field(default=256 << 20, ge=1 << 20, le=1 << 50)
 
     @field_validator("data_dir")
     @classmethod

@@ -153,6 +153,7 @@ class StopReason(models.TextChoices):
     EXEC_QUOTA = "exec_quota"
     PAUSE_LIMIT = "pause_limit"
     STALLED = "stalled"
+    REDIS_BUDGET = "redis_budget"  # its Redis database held more than ARCHIVER_CRAWL_REDIS_MAX_BYTES
 
 
 STOPPED_STATE = {
@@ -163,6 +164,7 @@ STOPPED_STATE = {
     StopReason.STORAGE_QUOTA: S.STOPPED_QUOTA_REACHED,
     StopReason.EXEC_QUOTA: S.STOPPED_QUOTA_REACHED,
     StopReason.PAUSE_LIMIT: S.STOPPED_PAUSE_LIMIT,
+    StopReason.REDIS_BUDGET: S.STOPPED_SIZE_LIMIT,
 }
 
 

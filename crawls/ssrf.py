@@ -19,10 +19,13 @@ the crawler applies to every fetch: one module, so the two can never disagree.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ipaddress
 import socket
 import ssl
+import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -70,6 +73,10 @@ class Destination:
 
 class ResolutionFailed(OSError):
     """The host name did not resolve; may succeed later (DNS is down, record not yet there)."""
+
+
+class DeadlineExceeded(TimeoutError):
+    """The whole request (connect, TLS, request, reply) took longer than its deadline."""
 
 
 def where(host: str, port: int) -> str:
@@ -237,6 +244,10 @@ class PinnedTransport:
     TLS is wrapped around the socket with the URL's host as server name, so SNI and
     certificate verification are those of the name that was checked. http.client
     never follows redirects; the caller treats a 3xx as it likes.
+
+    `timeout` bounds each connect and read; `deadline` (seconds) the whole request: when it
+    passes, a timer shuts the socket down, whatever the receiver trickles, and the request
+    raises DeadlineExceeded.
     """
 
     max_body = 64 * 1024
@@ -253,21 +264,42 @@ class PinnedTransport:
         return self._ssl_context
 
     def post(self, destination: Destination, body: bytes, headers: dict[str, str],
-             timeout: float) -> Response:
+             timeout: float, deadline: float | None = None) -> Response:
         last_error: OSError | None = None
+        ends = time.monotonic() + (deadline if deadline is not None else float("inf"))
         for address in destination.addresses:
-            connection = self._connection(destination, address, timeout)
+            left = ends - time.monotonic()
+            if left <= 0:
+                raise DeadlineExceeded(f"no answer within {deadline:g}s")
+            connection = self._connection(destination, address, min(timeout, left))
+            cut = threading.Timer(left, connection.cut) if deadline is not None else None
             try:
-                connection.request("POST", destination.url.target, body=body, headers=headers)
-                reply = connection.getresponse()
-                reply.read(self.max_body)  # drained so the receiver sees a clean close
-                return Response(reply.status, {k.lower(): v for k, v in reply.getheaders()})
+                if cut is not None:
+                    cut.start()
+                return self._exchange(connection, destination, body, headers)
             except ConnectionRefusedError as exc:
                 # Nothing was sent: the next validated address may answer.
                 last_error = exc
+            except (OSError, http.client.HTTPException) as exc:
+                if connection.was_cut:
+                    raise DeadlineExceeded(f"no answer within {deadline:g}s") from exc
+                raise
             finally:
+                if cut is not None:
+                    cut.cancel()
                 connection.close()
+            if connection.was_cut:
+                raise DeadlineExceeded(f"no answer within {deadline:g}s")
         raise last_error or ConnectionError(f"no address to connect to for {destination.where}")
+
+    def _exchange(self, connection, destination: Destination, body: bytes,
+                  headers: dict[str, str]) -> Response:
+        connection.request("POST", destination.url.target, body=body, headers=headers)
+        reply = connection.getresponse()
+        reply.read(self.max_body)  # drained so the receiver sees a clean close
+        if connection.was_cut:
+            raise DeadlineExceeded("cut at the deadline")
+        return Response(reply.status, {k.lower(): v for k, v in reply.getheaders()})
 
     def _connection(self, destination: Destination, address: str, timeout: float):
         url = destination.url
@@ -276,22 +308,41 @@ class PinnedTransport:
         return _PinnedHTTP(url.host, url.port, address, timeout)
 
 
-class _PinnedHTTP(http.client.HTTPConnection):
+class _Cuttable:
+    """A connection whose TCP socket another thread can shut down (at the deadline): the
+    blocked connect, TLS handshake or read then returns at once."""
+
+    raw: socket.socket | None = None
+    was_cut: bool = False
+
+    def open_raw(self) -> socket.socket:
+        self.raw = socket.create_connection((self.address, self.port), self.timeout)
+        self.raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.was_cut:  # the deadline passed while it connected
+            self.raw.close()
+            raise DeadlineExceeded("cut at the deadline")
+        return self.raw
+
+    def cut(self) -> None:
+        self.was_cut = True
+        if self.raw is not None:
+            with contextlib.suppress(OSError):
+                self.raw.shutdown(socket.SHUT_RDWR)
+
+
+class _PinnedHTTP(_Cuttable, http.client.HTTPConnection):
     def __init__(self, host: str, port: int, address: str, timeout: float):
         super().__init__(host, port, timeout=timeout)
         self.address = address
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self.address, self.port), self.timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = self.open_raw()
 
 
-class _PinnedHTTPS(http.client.HTTPSConnection):
+class _PinnedHTTPS(_Cuttable, http.client.HTTPSConnection):
     def __init__(self, host: str, port: int, address: str, timeout: float, context: ssl.SSLContext):
         super().__init__(host, port, timeout=timeout, context=context)
         self.address = address
 
     def connect(self) -> None:
-        sock = socket.create_connection((self.address, self.port), self.timeout)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+        self.sock = self._context.wrap_socket(self.open_raw(), server_hostname=self.host)

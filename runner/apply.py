@@ -422,7 +422,7 @@ def name_pages(rt: Runtime, crawl: Crawl, kept: CrawlFile, now: dt.datetime) -> 
     """Snapshot.filename = the kept WACZ's name, for the pages its page lists hold. The
     crawler's own `filename` names its upload (`<timestamp>-<id>.wacz`) or a WARC, never a
     file archiver keeps."""
-    limits = archive.Limits.of(rt.settings)
+    limits = archive.Limits.of(rt.settings, rt.stop_event)
     name_listed(rt, crawl, kept.path, archive.kept_pages(rt.settings.data_dir, kept, limits), now)
 
 
@@ -446,7 +446,11 @@ def name_listed(rt: Runtime, crawl: Crawl, path: str, entries: Iterator[dict],
                 set_filename(crawl, urls, name)
                 urls = []
     except (archive.Refused, OSError) as exc:
-        rt.note(crawl, f"cannot read the pages list of {path}: {exc}", "warning", now)
+        # Over a limit or unreadable: no page is named after it, not even those read already.
+        rt.note(crawl, f"cannot read the pages list of {path}: {exc}; no page is named "
+                       "after it", "warning", now)
+        Snapshot.objects.filter(crawl=crawl, filename=name).update(filename="")
+        return
     set_filename(crawl, urls, name)
 
 

@@ -65,6 +65,8 @@ import re
 import secrets
 import stat
 import struct
+import threading
+import time
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -105,12 +107,18 @@ class Limits:
     zip_entries: int = 10_000  # a WACZ's members (a session's WACZ has a few per WARC)
     zip_directory_bytes: int = 4 << 20  # a WACZ's central directory, parsed in memory
     folder_entries: int = 100_000  # entries of one folder looked at
-    pages_bytes: int = 256 << 20  # of a kept WACZ's page lists, uncompressed, read to name its pages
+    # Reading a WACZ's page lists (to name its pages) costs at most these, all lists together:
+    pages_bytes: int = 256 << 20  # decompressed bytes
+    pages_lines: int = 2_000_000  # lines, empty ones too
+    pages_entries: int = 1_000_000  # JSON objects yielded
+    pages_seconds: float = 20.0  # wall time from the first read, the caller's work included
     page_line_bytes: int = 1 << 20  # one line of a page list (a page's extracted text can be long)
+    stop: threading.Event | None = field(default=None, compare=False)  # set: reading ends now
 
     @classmethod
-    def of(cls, settings: Settings) -> Limits:
-        return cls(file_bytes=settings.archive_max_bytes)
+    def of(cls, settings: Settings, stop: threading.Event | None = None) -> Limits:
+        """The limits the settings give; `stop` is the runner's stop event (shutdown ends a read)."""
+        return cls(file_bytes=settings.archive_max_bytes, stop=stop)
 
 
 @dataclass
@@ -799,7 +807,7 @@ PAGE_LISTS = ("pages/pages.jsonl", "pages/extraPages.jsonl")
 
 def kept_pages(data_dir: Path, kept: CrawlFile, limits: Limits = Limits()) -> Iterator[dict]:
     """The entries (JSON objects) of a kept WACZ's page lists, read through the guard.
-    Refused or OSError when the file cannot be read (see page_entries)."""
+    Refused or OSError when the file cannot be read or costs too much (see page_entries)."""
     parts = kept_parts(kept)
     with folder(data_dir, *parts[:-1]) as archives, \
             regular_file(archives, parts[-1], limits.file_bytes) as (fd, st):
@@ -810,30 +818,80 @@ def page_entries(fd: ZipSource, size: int, limits: Limits) -> Iterator[dict]:
     """The entries of the page lists of the WACZ open at `fd` (of `size` bytes; a descriptor
     or an object in the bucket, see zip_file).
 
-    The WACZ is ours, its content the crawler's: the zip directory is measured before it is
-    parsed, at most `limits.pages_bytes` are decompressed and a line longer than
-    `limits.page_line_bytes` ends the reading (Refused). Lines that are not JSON objects are
-    skipped. The file's offset moves: callers read it by offset or not at all afterwards.
+    The WACZ is ours, its content the crawler's, and a few MB of zip can hold GBs of page
+    list: the zip directory is measured before it is parsed, the lists are decompressed a
+    chunk at a time, and reading them ends with Refused as soon as it passes any of the
+    `pages_*` limits (bytes, lines counted empty ones too, entries, wall time) or a line is
+    longer than `limits.page_line_bytes`, or `limits.stop` is set (the runner shuts down).
+    Lines that are not JSON objects are skipped. The file's offset moves: callers read it by
+    offset or not at all afterwards.
     """
-    budget = limits.pages_bytes
+    cost = PagesCost(limits)
     names = {name for name, _size in zip_members(fd, size, limits)}
     try:
         with zip_file(fd) as raw, zipfile.ZipFile(raw) as wacz:
             for member in (name for name in PAGE_LISTS if name in names):
-                with wacz.open(member) as lines:
-                    while budget > 0 and (line := lines.readline(limits.page_line_bytes + 1)):
-                        budget -= len(line)
-                        if len(line) > limits.page_line_bytes:
-                            raise Refused(f"{member} has a line over {limits.page_line_bytes} bytes")
-                        if (entry := json_object(line)) is not None:
-                            yield entry
+                with wacz.open(member) as stream:
+                    yield from member_entries(member, stream, cost)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, zlib.error,
             struct.error, NotImplementedError) as exc:
         raise Refused(f"not a readable zip ({exc})") from exc
 
 
+class PagesCost:
+    """What reading page lists has cost so far; Refused once it is over one of the limits."""
+
+    def __init__(self, limits: Limits):
+        self.limits, self.stop = limits, limits.stop
+        self.deadline = time.monotonic() + limits.pages_seconds
+        self.bytes = self.lines = self.entries = 0
+
+    def read(self, data: bytes, lines: int) -> None:
+        self.bytes += len(data)
+        self.lines += lines
+        if self.bytes > self.limits.pages_bytes:
+            raise Refused(f"its page lists are over {self.limits.pages_bytes} bytes")
+        if self.lines > self.limits.pages_lines:
+            raise Refused(f"its page lists have over {self.limits.pages_lines} lines")
+        self.check_time()
+
+    def entry(self) -> None:
+        self.entries += 1
+        if self.entries > self.limits.pages_entries:
+            raise Refused(f"its page lists have over {self.limits.pages_entries} entries")
+        self.check_time()
+
+    def check_time(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise Refused("the runner is stopping")
+        if time.monotonic() > self.deadline:
+            raise Refused(f"its page lists took over {self.limits.pages_seconds:g}s to read")
+
+
+def member_entries(member: str, stream: BinaryIO, cost: PagesCost) -> Iterator[dict]:
+    """The JSON objects of one page list, read CHUNK decompressed bytes at a time."""
+    rest = b""
+    while chunk := stream.read(CHUNK):
+        cost.read(chunk, chunk.count(b"\n"))
+        *lines, rest = (rest + chunk).split(b"\n")
+        if len(rest) > cost.limits.page_line_bytes:
+            raise Refused(f"{member} has a line over {cost.limits.page_line_bytes} bytes")
+        for line in lines:
+            if len(line) > cost.limits.page_line_bytes:
+                raise Refused(f"{member} has a line over {cost.limits.page_line_bytes} bytes")
+            if (entry := json_object(line)) is not None:
+                cost.entry()
+                yield entry
+    if (entry := json_object(rest)) is not None:
+        cost.entry()
+        yield entry
+
+
 def json_object(line: bytes) -> dict | None:
-    with contextlib.suppress(ValueError):
+    """The JSON object on `line`, or None (an empty line or anything else costs no parse)."""
+    if not line.lstrip().startswith(b"{"):
+        return None
+    with contextlib.suppress(ValueError, RecursionError):
         value = json.loads(line)
         return value if isinstance(value, dict) else None
     return None

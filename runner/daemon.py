@@ -42,6 +42,7 @@ S = CrawlStatus
 
 ACTIVE_TICK = 1.0  # seconds between ticks while crawls run
 SHUTDOWN_PAUSE_TIMEOUT = 120.0
+WEBHOOK_THREADS = 4  # delivery threads; each receiver gets one at a time (runner/webhooks.py)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 __all__ = ["Runner", "RunnerBusy", "acquire_runner_lock", "classify_exit", "crawl_state_for",
@@ -71,7 +72,7 @@ class Runner:
         self.rt.host_check = host_check or (lambda crawl: claim.host_wait_reason(self.rt, crawl))
         self.rt.disk_check = disk_check or self.disk_full_reason
         self.redis_watch = redis_watch  # runner.redis_server.RedisWatch, or None (tests)
-        self.stop_event = threading.Event()
+        self.stop_event = self.rt.stop_event  # long reads (page lists) end when it is set
         self.interrupt_crawls = False
         purge = periodic.Retention()
         # Periodic steps after supervision: (name, step(now) -> found work).
@@ -322,7 +323,7 @@ class Runner:
         except ImportError:
             return
         if mode == "daemon":
-            self._webhooks = webhooks.WebhookDispatcher(self.id).start()
+            self._webhooks = webhooks.WebhookDispatcher(self.id, threads=WEBHOOK_THREADS).start()
             self.steps.append(("webhooks", lambda now: self._webhooks.wake() and False))
         else:
             self.steps.append(("webhooks", lambda now: webhooks.deliver_due_webhooks(
@@ -365,7 +366,8 @@ def register_runner(runner_id: str, settings: Settings, now: dt.datetime) -> Non
         from runner import webhooks
 
         WebhookDelivery.objects.filter(
-            lease_owner__in=[webhooks.lease_owner(d, 0) for d in dead], retry_at__gt=now,
+            lease_owner__in=[webhooks.lease_owner(d, thread) for d in dead
+                             for thread in range(WEBHOOK_THREADS)], retry_at__gt=now,
         ).update(retry_at=now)
     if taken:
         log.info("taking over %d crawl(s) from a runner that died (%s)", taken, ", ".join(dead))

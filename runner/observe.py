@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import logging
 from dataclasses import dataclass, field
 
 import redis
 
 from archiver.errors import EngineUnavailable, ProgressCorrupt
 from crawls import quotas
-from crawls.models import Crawl, CrawlMessage, Process, SnapshotStatus
+from crawls.models import Crawl, CrawlMessage, Process, SnapshotStatus, StopReason
 from runner.decide import elapsed_now, instance_index
 from runner.progress import Progress
 from runner.state import Held, Runtime
+
+REDIS_MEASURE_EVERY = 15.0  # seconds between two measures of a crawl's Redis database
 
 
 @dataclass
@@ -68,6 +71,7 @@ def observe(rt: Runtime, crawl: Crawl, held: Held, now: dt.datetime, processes: 
     if obs.progress is not None:
         obs.progress_values = progress_values(crawl, obs.progress, held.files_bytes)
         check_limits(obs, crawl, processes, now)
+        check_redis_budget(rt, obs, held, now)
     return obs
 
 
@@ -130,6 +134,32 @@ def check_limits(obs: Observation, crawl: Crawl, processes: list[Process], now: 
     if reason:
         obs.limit_reason = reason
         obs.limit_message = quotas.stop_message(probe, reason, usage)
+
+
+def check_redis_budget(rt: Runtime, obs: Observation, held: Held, now: dt.datetime) -> None:
+    """Over ARCHIVER_CRAWL_REDIS_MAX_BYTES in its Redis database (measured every
+    REDIS_MEASURE_EVERY seconds): a crawler filling the server that every crawl shares."""
+    crawl = obs.crawl
+    if obs.limit_reason or crawl.intent == "cancel" or crawl.stop_reason or crawl.redis_db is None:
+        return
+    if held.redis_measured_at and (now - held.redis_measured_at).total_seconds() < REDIS_MEASURE_EVERY:
+        return
+    held.redis_measured_at = now
+    try:
+        used = rt.store.memory(crawl.redis_db)
+    except redis.ResponseError as exc:  # a server refusing MEMORY USAGE, SCAN or DBSIZE
+        if rt.episodes.begin("redis-memory"):
+            rt.event(f"Redis cannot measure a crawl's database ({str(exc)[:80]}); "
+                     "ARCHIVER_CRAWL_REDIS_MAX_BYTES is not enforced", logging.WARNING)
+        return
+    except redis.RedisError:
+        return  # unreachable: the next read says so
+    budget = rt.settings.crawl_redis_max_bytes
+    if used > budget:
+        obs.limit_reason = StopReason.REDIS_BUDGET
+        obs.limit_message = (f"its Redis database holds {quotas.human_size(used)}, over the "
+                             f"{quotas.human_size(budget)} a crawl may use there "
+                             "(ARCHIVER_CRAWL_REDIS_MAX_BYTES)")
 
 
 def org_usage(crawl: Crawl, now: dt.datetime) -> quotas.OrgUsageNow:

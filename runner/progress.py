@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import itertools
 import json
 import logging
 import re
@@ -46,6 +47,7 @@ DENIED_COMMANDS = (
 # The keys read() reads, in its pipeline's order, with the type the crawlers give them.
 READ_KEYS = (("d", "string"), ("s", "set"), ("extraSeeds", "list"), ("excluded", "set"),
              ("f", "list"), ("size", "hash"), ("status", "hash"), ("pages", "list"), ("e", "list"))
+MEMORY_SAMPLE = 1000  # keys whose MEMORY USAGE memory() adds up; more are estimated
 T = TypeVar("T")
 CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -119,6 +121,21 @@ class ProgressStore:
         keys = [f"{k}:{name}" for name, _ in READ_KEYS]
         return self._run(db, pipe, keys, [kind for _, kind in READ_KEYS], popped=(7, 8),
                          parse=lambda results: _progress(crawl_id, failed_offset, batch, *results))
+
+    def memory(self, db: int, sample: int = MEMORY_SAMPLE) -> int:
+        """About how many bytes database `db` holds: MEMORY USAGE of up to `sample` of its
+        keys (whatever their names: a crawler may write any key there), scaled up by DBSIZE
+        when it has more. A few round trips, so the runner calls it every so often."""
+        client = self.client(db)
+        count = client.dbsize()
+        names = list(itertools.islice(client.scan_iter(count=sample), sample))
+        if not names:
+            return 0
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.memory_usage(name)
+        used = sum(size or 0 for size in pipe.execute())  # a key gone meanwhile counts 0
+        return used * max(count, len(names)) // len(names)
 
     def drain(self, db: int, crawl_id: str, batch: int = DRAIN_BATCH) -> tuple[list[dict], list[dict]]:
         """One more batch of pages and error lines (RPOP: oldest first)."""

@@ -141,6 +141,7 @@ class EmbeddedRedis:
         self.host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.bind[0], self.bind[0])
         self.state_file = settings.run_dir / "redis.json"
         self.dir = settings.data_dir / "redis"
+        self.max_bytes = settings.redis_max_bytes
         self.process: subprocess.Popen | None = None
 
     def ensure(self) -> RedisEndpoint:
@@ -153,6 +154,7 @@ class EmbeddedRedis:
             endpoint = self._endpoint(state)
             if self._answers(endpoint):
                 log.info("reusing the embedded Redis (pid %s, port %s)", state["pid"], state["port"])
+                self._limit(endpoint)  # it may have been started by a version without the limit
                 return endpoint
             self._kill_hung(state)
             port = state["port"] if self._port_is_free(state["port"]) else free_port()
@@ -207,7 +209,8 @@ class EmbeddedRedis:
         _write_private(config, "\n".join([
             f"bind {' '.join(self.bind)}", f"port {port}", f"dir {self.dir}", "appendonly yes",
             "appendfsync everysec", f"databases {self.DATABASES}", 'save ""',
-            f"requirepass {password}", "logfile redis.log", "protected-mode yes", "",
+            f"requirepass {password}", "logfile redis.log", "protected-mode yes",
+            f"maxmemory {self.max_bytes}", "maxmemory-policy noeviction", "",
         ]))
         self.process = subprocess.Popen(
             [binary, str(config)], start_new_session=True, cwd=self.dir,
@@ -224,6 +227,17 @@ class EmbeddedRedis:
         _write_private(self.state_file, json.dumps(state))
         log.info("started the embedded Redis (pid %s, port %s, data in %s)", self.process.pid, port, self.dir)
         return endpoint
+
+    def _limit(self, endpoint: RedisEndpoint) -> None:
+        """Its memory limit as the settings say now (writes over it fail; nothing is evicted)."""
+        client = endpoint.client()
+        try:
+            client.config_set("maxmemory", self.max_bytes)
+            client.config_set("maxmemory-policy", "noeviction")
+        except redis.RedisError as exc:
+            log.warning("could not set the embedded Redis's memory limit (%s)", type(exc).__name__)
+        finally:
+            client.close()
 
     def _read_state(self) -> dict | None:
         try:

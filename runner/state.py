@@ -10,6 +10,7 @@ import datetime as dt
 import logging
 import os
 import secrets
+import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ class Held:
     backoff_until: dt.datetime | None = None
     granted: bool = False  # its Redis credentials exist on the server (lost with a restart)
     handover_until: dt.datetime | None = None  # adopted from a dead home: steps/handover.py
+    redis_measured_at: dt.datetime | None = None  # when its Redis database was last measured
 
 
 class Episodes:
@@ -94,6 +96,7 @@ class Runtime:
     corrupt_grace: float = 30.0
     cancel_grace: float = 30.0
     stopping: bool = False  # the loop was asked to stop: claim nothing new
+    stop_event: threading.Event = field(default_factory=threading.Event)  # set by a signal
     tick_started: float = 0.0  # time.monotonic() when this tick began
 
     def event(self, message: str, level: int = logging.INFO) -> None:

@@ -243,7 +243,8 @@ def keep_uploaded(rt, crawl: Crawl, process: Process, now: dt.datetime,
         pages(keys[digest], entries)
 
     removed = archive.forget_uploaded(rt.settings.data_dir, crawl.pk, process.instance, set(keys),
-                                      archive.Limits.of(rt.settings), seen if pages else None)
+                                      archive.Limits.of(rt.settings, rt.stop_event),
+                                      seen if pages else None)
     return kept, removed
 
 

@@ -8,6 +8,12 @@ whose lease was taken over records nothing. A delivery cut short by a crash beco
 again when its lease expires and is sent again with the same event id, which receivers
 use to drop duplicates.
 
+An attempt has an overall deadline (`DeliveryPolicy.deadline`: connect, TLS, request and
+reply together), so a receiver that trickles its answer a byte at a time cannot hold a
+delivery longer. The dispatcher delivers from a few threads, at most one delivery in flight
+per receiver (host:port) in this runner (`Receivers`), so a slow receiver only slows its own
+deliveries, never another org's.
+
 Outcomes: 2xx succeeded; 5xx, 429 (Retry-After honoured), timeouts and transport errors
 are tried again after an exponential, jittered delay until `max_attempts`; a 3xx (never
 followed), any other 4xx, a refused address or exhausted attempts dead-letter it as
@@ -36,7 +42,7 @@ from archiver import conf
 from archiver.errors import ConfigError, WebhookRefused
 from crawls import ssrf
 from crawls.lease import Claim, db_now
-from crawls.models import WebhookDelivery
+from crawls.models import Webhook, WebhookDelivery
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +53,7 @@ class Transport(Protocol):
     """Sends one POST to a checked destination (ssrf.PinnedTransport, or a test double)."""
 
     def post(self, destination: ssrf.Destination, body: bytes, headers: dict[str, str],
-             timeout: float) -> ssrf.Response: ...
+             timeout: float, deadline: float | None = None) -> ssrf.Response: ...
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,7 @@ class DeliveryPolicy:
     max_delay: float = 3600.0
     max_retry_after: float = 6 * 3600.0  # a receiver's Retry-After is honoured up to this
     timeout: float = 10.0  # per connect and per read
+    deadline: float = 30.0  # the whole attempt: connect, TLS, request and reply
     lease_seconds: float = 120.0
 
     def backoff(self, attempt: int, rng: random.Random) -> float:
@@ -119,7 +126,11 @@ class Deliverer:
             return Outcome(False, error=str(exc), retry=True)
         body, headers = signed_request(delivery, hook.secret, now)
         try:
-            response = self.transport.post(destination, body, headers, self.policy.timeout)
+            response = self.transport.post(destination, body, headers, self.policy.timeout,
+                                           deadline=self.policy.deadline)
+        except ssrf.DeadlineExceeded:
+            return Outcome(False, error=f"no answer within the {self.policy.deadline:g}s deadline "
+                                        f"at {destination.where}", retry=True)
         except TimeoutError:
             return Outcome(False, error=f"timed out after {self.policy.timeout:g}s at {destination.where}",
                            retry=True)
@@ -241,20 +252,57 @@ def lease_owner(runner_id: str, thread: int) -> str:
     return f"{runner_id}/webhooks-{thread}"[-64:]
 
 
+class Receivers:
+    """The receivers (host:port) this runner has a delivery in flight to: one at a time each.
+
+    `claim()` takes the next due delivery whose receiver is free and marks that receiver
+    busy until `release()`; the lock makes "free?" and the claim one step among this
+    runner's threads (another runner's threads are not counted).
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._busy: set[str] = set()
+
+    def claim(self, owner: str, now: dt.datetime, lease_seconds: float) -> tuple[Claim, str] | None:
+        with self._lock:
+            busy = [pk for pk, url in Webhook.objects.values_list("pk", "url")
+                    if ssrf_where(url) in self._busy] if self._busy else []
+            claims = WebhookDelivery.objects.open().exclude(webhook_id__in=busy).claim(
+                owner, now, lease_seconds)
+            if not claims:
+                return None
+            url = WebhookDelivery.objects.filter(pk=claims[0].pk).values_list(
+                "webhook__url", flat=True).first()
+            where = ssrf_where(url or "")
+            self._busy.add(where)
+            return claims[0], where
+
+    def release(self, where: str) -> None:
+        with self._lock:
+            self._busy.discard(where)
+
+
 def deliver_due_webhooks(owner: str, now: dt.datetime, deliverer: Deliverer | None = None,
-                         limit: int = 10) -> bool:
+                         limit: int = 10, receivers: Receivers | None = None) -> bool:
     """Claim and deliver up to `limit` due deliveries, one at a time; True if any was due.
 
     Claiming one at a time keeps each lease as short as one attempt, whatever `limit` is.
+    With `receivers` (shared by a dispatcher's threads), a delivery to a receiver that has
+    one in flight waits for it.
     """
     deliverer = deliverer or Deliverer()
+    receivers = receivers or Receivers()
     found = False
     for _ in range(limit):
-        claims = WebhookDelivery.objects.open().claim(owner, now, deliverer.policy.lease_seconds)
-        if not claims:
+        claimed = receivers.claim(owner, now, deliverer.policy.lease_seconds)
+        if claimed is None:
             break
         found = True
-        deliverer.deliver(claims[0], now)
+        try:
+            deliverer.deliver(claimed[0], now)
+        finally:
+            receivers.release(claimed[1])
     return found
 
 
@@ -277,7 +325,8 @@ def send_ping(hook, deliverer: Deliverer | None = None, now: dt.datetime | None 
                               instance=settings.instance_id, timestamp=timestamp,
                               secret=hook.secret, body=body)
     try:
-        response = deliverer.transport.post(destination, body, headers, deliverer.policy.timeout)
+        response = deliverer.transport.post(destination, body, headers, deliverer.policy.timeout,
+                                            deadline=deliverer.policy.deadline)
     except TimeoutError:
         return Outcome(False, error=f"timed out at {destination.where}")
     except (OSError, http.client.HTTPException) as exc:
@@ -289,7 +338,9 @@ class WebhookDispatcher:
     """Runs deliver_due_webhooks in background threads until stop().
 
     The runner daemon starts one next to its loop: `WebhookDispatcher(owner).start()`,
-    and `stop()` when it shuts down. `wake()` makes it look for due deliveries now.
+    and `stop()` when it shuts down. `wake()` makes it look for due deliveries now. Its
+    threads share one `Receivers`: each receiver gets one delivery at a time, so a slow
+    one holds one thread (for one deadline at most), never the others.
     """
 
     def __init__(self, owner: str, *, threads: int = 1, deliverer: Deliverer | None = None,
@@ -299,6 +350,7 @@ class WebhookDispatcher:
         self.poll_interval = poll_interval if poll_interval is not None else conf.get().poll_interval
         self.clock = clock
         self._count = threads
+        self.receivers = Receivers()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -316,7 +368,7 @@ class WebhookDispatcher:
         self._wake.set()
 
     def stop(self, timeout: float | None = None) -> None:
-        """Ask the threads to finish; an attempt in flight ends within the policy's timeout."""
+        """Ask the threads to finish; an attempt in flight ends within the policy's deadline."""
         self._stop.set()
         self._wake.set()
         for thread in self._threads:
@@ -328,7 +380,8 @@ class WebhookDispatcher:
                 try:
                     # One at a time, so stop() is seen between attempts and each claim
                     # reads the clock afresh.
-                    found = deliver_due_webhooks(owner, self.clock(), self.deliverer, limit=1)
+                    found = deliver_due_webhooks(owner, self.clock(), self.deliverer, limit=1,
+                                                 receivers=self.receivers)
                 except Exception:  # noqa: BLE001 - logged; a dead thread would stop every delivery
                     # Mostly DatabaseError (locked, restarting); the delivery in hand, if
                     # any, is claimed again when its lease ends.

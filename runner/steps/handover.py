@@ -130,7 +130,7 @@ def name_from_bucket(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
     objects = storage.object_store(rt.settings)
     if objects is None:
         return
-    limits = archive.Limits.of(rt.settings)
+    limits = archive.Limits.of(rt.settings, rt.stop_event)
     for key, size in crawl.files.filter(root=objects.target.root).values_list("path", "size"):
         with objects.open(key, size) as handle:
             name_listed(rt, crawl, key, archive.page_entries(handle, size, limits), now)

@@ -265,4 +265,5 @@ def test_a_pages_list_is_read_within_its_bounds(make_crawl, data_dir):
     assert next(entries) == {"url": "http://site/a"}  # lines that are not objects are skipped
     with pytest.raises(archive.Refused, match="a line over 1000 bytes"):
         next(entries)
-    assert [e["url"] for e in archive.kept_pages(data_dir, kept, archive.Limits(pages_bytes=12))] == []
+    with pytest.raises(archive.Refused, match="over 12 bytes"):
+        list(archive.kept_pages(data_dir, kept, archive.Limits(pages_bytes=12)))

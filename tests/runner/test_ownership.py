@@ -250,7 +250,8 @@ def test_a_crawler_left_running_for_a_crawl_adopted_away_is_stopped_and_its_work
     assert Crawl.objects.get(pk=crawl.pk).lease_owner == other.id  # still the adopter's
 
 
-def test_a_webhook_delivery_a_dead_runner_was_sending_is_due_again_at_once(make_runner, make_crawl):
+@pytest.mark.parametrize("thread", [0, 3])  # any of the daemon's delivery threads
+def test_a_webhook_delivery_a_dead_runner_was_sending_is_due_again_at_once(make_runner, make_crawl, thread):
     """Seen in bench/chaos.py: a runner killed -9 between claiming a delivery and sending it
     left the event undelivered for the delivery lease (2 minutes), not the crawl lease."""
     from crawls.models import Webhook, WebhookDelivery
@@ -261,7 +262,7 @@ def test_a_webhook_delivery_a_dead_runner_was_sending_is_due_again_at_once(make_
     event = crawl.events.create(name="crawl.completed", payload={})
     hook = Webhook.objects.create(url="https://hooks.example/x", secret="s" * 20)
     delivery = WebhookDelivery.objects.create(webhook=hook, event=event, retry_at=T0)
-    [claimed] = WebhookDelivery.objects.open().claim(webhooks.lease_owner(first.id, 0), T0, 120)
+    [claimed] = WebhookDelivery.objects.open().claim(webhooks.lease_owner(first.id, thread), T0, 120)
     assert claimed.pk == delivery.pk
     # killed -9 here; the next runner of this data dir starts
     make_runner()

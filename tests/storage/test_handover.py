@@ -9,6 +9,7 @@ import datetime as dt
 import hashlib
 import io
 import json
+import time
 import zipfile
 
 import pytest
@@ -220,3 +221,25 @@ def test_many_lost_pages_are_requeued_a_batch_at_a_time(rt, adopted):
     assert queued_urls(rt, crawl) == {URLS[2], URLS[3], URLS[4], *extra}
     assert rt.store.client(DB).get(f"{crawl.pk}:d") == "2"
     assert not Snapshot.objects.filter(crawl=crawl, status=SnapshotStatus.DONE, filename="").exists()
+
+
+def test_an_uploaded_archive_whose_pages_list_is_a_bomb_is_refused_quickly_and_its_pages_requeued(
+        rt, adopted, s3, bucket):
+    from tests.bombs import newline_wacz
+
+    crawl, held = adopted, rt.held[adopted.pk]
+    data = newline_wacz(head=b"".join(json.dumps({"url": url, "loadState": 4}).encode() + b"\n"
+                                      for url in URLS[:2]))
+    key = rt.settings.s3.crawl_prefix(crawl.pk) + "s1.wacz"
+    s3.put_object(Bucket=bucket, Key=key, Body=data)
+    rt.store.client(DB).delete(reports_key(crawl.pk))
+    rt.store.client(DB).rpush(reports_key(crawl.pk), json.dumps({
+        "id": crawl.pk, "path": "s1.wacz", "size": len(data),
+        "hash": hashlib.sha256(data).hexdigest(), "completed": False}))
+
+    started = time.monotonic()
+    assert handover.pending(rt, crawl, held, held.handover_until) is False
+    assert time.monotonic() - started < 5
+    assert queued_urls(rt, crawl) == set(URLS)  # none trusted to the unreadable archive
+    assert CrawlLog.objects.filter(crawl=crawl, level="warning",
+                                   message__contains="over 2000000 lines").exists()

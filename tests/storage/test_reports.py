@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -66,7 +67,8 @@ def test_a_hostile_report_is_refused_with_a_reason(raw, why):
 def runtime(redis_server, s3_endpoint, bucket, data_dir):
     endpoint = RedisEndpoint(host="127.0.0.1", port=redis_server.port, databases=redis_server.databases)
     store = ProgressStore(endpoint)
-    yield SimpleNamespace(settings=storage_settings(data_dir, s3_endpoint, bucket), store=store)
+    yield SimpleNamespace(settings=storage_settings(data_dir, s3_endpoint, bucket), store=store,
+                          stop_event=threading.Event())
     store.client(7).flushdb()
     store.close()
 

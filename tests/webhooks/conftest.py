@@ -176,6 +176,6 @@ class RecordingTransport:
         self.headers = headers or {}
         self.sent: list[tuple[ssrf.Destination, bytes, dict]] = []
 
-    def post(self, destination, body, headers, timeout):
+    def post(self, destination, body, headers, timeout, deadline=None):
         self.sent.append((destination, body, headers))
         return ssrf.Response(self.status, self.headers)

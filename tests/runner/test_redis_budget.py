@@ -1,0 +1,103 @@
+"""A crawler cannot fill the Redis every crawl shares: the embedded server has a memory limit
+(noeviction: writes over it fail, no crawl's state is evicted), and a crawl whose database
+holds more than ARCHIVER_CRAWL_REDIS_MAX_BYTES stops with the reason `redis_budget`.
+Against a real redis-server with an admin password, the crawl writing as its own ACL user."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from crawls.models import CrawlStatus, Intent, StopReason
+from runner.progress import ProgressStore
+from runner.redis_server import EmbeddedRedis
+from tests.runner.test_steps import end_instance, later, report
+
+pytestmark = pytest.mark.django_db
+MiB = 1 << 20
+
+
+@pytest.fixture
+def embedded(settings):
+    server = EmbeddedRedis(settings.model_copy(update={"redis_max_bytes": 32 * MiB}))
+    server.ensure()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def admin(embedded):
+    store = ProgressStore(embedded.ensure())
+    yield store
+    store.close()
+
+
+def fill(client: redis.Redis, key: str, total: int, value: bytes = b"x" * (64 << 10)) -> None:
+    for _ in range(total // len(value)):
+        client.rpush(key, value)
+
+
+def test_the_embedded_redis_refuses_writes_over_its_memory_limit_and_evicts_nothing(admin):
+    crawler = redis.Redis.from_url(admin.grant(5, "c1").url(5), socket_timeout=5)
+    crawler.set("c1:d", 7)
+    with pytest.raises(redis.ResponseError, match="maxmemory"):
+        fill(crawler, "c1:junk", 64 * MiB)
+    assert crawler.get("c1:d") == b"7"  # nothing evicted to make room
+    crawler.close()
+    assert admin.client(0).config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+
+
+def test_a_reused_embedded_redis_gets_its_memory_limit_again(embedded, admin):
+    admin.client(0).config_set("maxmemory", 0)  # as started by a version without the limit
+    embedded.ensure()
+    assert admin.client(0).config_get("maxmemory") == {"maxmemory": str(32 * MiB)}
+
+
+def test_a_crawl_whose_crawler_fills_its_redis_database_stops_with_the_reason(
+        make_runner, make_crawl, fake, settings, admin):
+    crawl = make_crawl()
+    runner = make_runner(fake, settings=settings.model_copy(update={"crawl_redis_max_bytes": 2 * MiB}),
+                         store=admin)
+    runner.tick(later(0))
+    crawl.refresh_from_db()
+    own = admin.grant(crawl.redis_db, crawl.pk)  # the crawl's own user, as its crawlers have it
+    assert own.username == f"crawl-{crawl.pk}"
+    crawler = redis.Redis.from_url(own.url(crawl.redis_db), socket_timeout=5)
+    report(admin, crawl, done=1, found=2, pages=["http://site/a"])
+    fill(crawler, f"{crawl.pk}:anything", 4 * MiB)
+    crawler.close()
+
+    runner.tick(later(20))  # measured every 15 s
+    crawl.refresh_from_db()
+    assert (crawl.intent, crawl.stop_reason) == (Intent.STOP, StopReason.REDIS_BUDGET)
+    assert admin.client(crawl.redis_db).get(f"{crawl.pk}:stopping") == "1"
+    assert crawl.logs.filter(message__contains="over the 2.1 MB a crawl may use").exists()
+
+    end_instance(fake, admin, crawl, 0, "done")
+    runner.tick(later(21))
+    crawl.refresh_from_db()
+    assert (crawl.status, crawl.stop_reason) == (CrawlStatus.STOPPED_SIZE_LIMIT, StopReason.REDIS_BUDGET)
+
+
+def test_a_crawl_within_its_redis_budget_runs_on(make_runner, make_crawl, fake, store):
+    crawl = make_crawl()
+    runner = make_runner(fake)
+    runner.tick(later(0))
+    report(store, crawl, done=1, found=2, pages=["http://site/a"])
+    runner.tick(later(20))
+    crawl.refresh_from_db()
+    assert (crawl.status, crawl.stop_reason) == (CrawlStatus.RUNNING, "")
+
+
+def test_a_redis_that_cannot_measure_a_database_is_said_once_and_the_crawl_runs_on(
+        make_runner, make_crawl, fake, memory_store):
+    crawl = make_crawl()  # fakeredis has no MEMORY command, as a server that refuses it
+    runner = make_runner(fake, store=memory_store)
+    runner.tick(later(0))
+    report(memory_store, crawl, done=1, found=2, pages=["http://site/a"])
+    for second in (20, 40):
+        runner.tick(later(second))
+    crawl.refresh_from_db()
+    assert (crawl.status, crawl.stop_reason) == (CrawlStatus.RUNNING, "")
+    said = [e for e in runner.rt.events if "cannot measure" in e]
+    assert len(said) == 1 and "not enforced" in said[0]
