@@ -133,7 +133,7 @@ def gunicorn(data_dir: Path, **extra_env: str):
             process.wait()
 
 
-def wait_until_serving(server: Server, timeout: float = 30) -> None:
+def wait_until_serving(server: Server, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
