@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.runner.helpers import (
     assert_disjoint_archives,
@@ -65,6 +66,16 @@ class Installation:
                             "FROM crawls_crawl WHERE id = ?", crawl_id)
         return dict(zip(("status", "pages_done", "error", "waiting_reason", "size_bytes"), row, strict=True))
 
+    def flag_raised(self, crawl_id: str, flag: str) -> bool:
+        """Whether the daemon has raised `flag` (paused, stopping, canceled) for the crawl's crawlers."""
+        ((db,),) = self.query("SELECT redis_db FROM crawls_crawl WHERE id = ?", crawl_id)
+        if db is None:
+            return False
+        state = json.loads((self.data_dir / "run" / "redis.json").read_text())
+        with redis.Redis(host="127.0.0.1", port=state["port"], password=state["password"], db=db,
+                         socket_timeout=10) as client:
+            return client.exists(f"{crawl_id}:{flag}") == 1
+
     def files(self, crawl_id: str) -> list[tuple[Path, int]]:
         rows = self.query("SELECT path, size FROM crawls_crawlfile WHERE crawl_id = ? ORDER BY id", crawl_id)
         return [(self.data_dir / path, size) for path, size in rows]
@@ -73,7 +84,7 @@ class Installation:
         daemon.send_signal(signal.SIGTERM)
         return daemon.wait(timeout=30)
 
-    def wait(self, crawl_id: str, until, timeout: float = 60) -> dict:
+    def wait(self, crawl_id: str, until, timeout: float = 120) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             state = self.crawl(crawl_id)
