@@ -325,7 +325,10 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
         wait_until(lambda: text_of(driver, newest) not in (before, ""), 60, "the newest pages to refresh")
         assert driver.execute_script("return window.__samePage === true;")
         shots.take("detail-live")
+        site.hold()  # the crawl cannot end before the pause reaches it, on however slow a machine
         press(driver, "pause")
+        wait_until(lambda: installation.flag_raised(crawl_id, "paused"), 60, "the daemon asking to pause")
+        site.release()
         state = f'[data-crawl="{crawl_id}"][data-field="state"]'
         wait_until(lambda: text_of(driver, state) == "paused", 60, "the crawl to be paused")
         shots.take("paused")
