@@ -25,6 +25,7 @@ from tests.runner.helpers import (
     slow_site,
     stop_processes_of,
 )
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -234,13 +235,16 @@ def gen_pages(site) -> set[str]:
 
 
 def test_pause_then_a_daemon_restart_then_resume_archives_each_page_once(installation):
-    # Slow enough that the crawl is still running when `pause` (a new process, which takes
-    # seconds to start on a loaded machine) arrives.
     with slow_site(pages=20, delay=1.0) as site:
         first = installation.start_daemon()
         crawl_id = installation.manage("add", site.url).strip()
-        installation.wait(crawl_id, lambda c: c["pages_done"] >= 2, timeout=30)
+        installation.wait(crawl_id, lambda c: c["pages_done"] >= 2)
+        # The crawl is still running when `pause` (a new process, which takes seconds to
+        # start on a loaded machine) arrives: the site answers nothing meanwhile.
+        site.hold()
         installation.manage("pause", crawl_id)
+        wait_for(lambda: installation.flag_raised(crawl_id, "paused"), what="the daemon asking to pause")
+        site.release()
         installation.wait(crawl_id, lambda c: c["status"] == "paused")
         assert installation.stop_daemon(first) == 0
 
