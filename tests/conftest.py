@@ -53,7 +53,7 @@ def start_redis(tmp: Path, databases: int = 256, port: int | None = None) -> Red
          "--appendonly", "no", "--databases", str(databases), "--dir", str(tmp)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a process starting on a busy machine
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):

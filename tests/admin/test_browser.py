@@ -21,7 +21,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -30,6 +29,7 @@ import pytest
 from tests.runner.helpers import slow_site
 from tests.runner.test_daemon_process import Installation
 from tests.s3server import stop_process
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,13 +80,7 @@ def free_port() -> int:
 
 
 def wait_until(condition, timeout: float, what: str, interval: float = 0.25):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    return wait_for(condition, timeout, interval, what)
 
 
 class Screenshots:
@@ -166,7 +160,7 @@ def start_gunicorn(installation, port: int, log) -> subprocess.Popen:
 
 def serving(server: subprocess.Popen, port: int) -> bool:
     """Wait until gunicorn serves the admin (True) or has exited (False)."""
-    wait_until(lambda: server.poll() is not None or serves_the_admin(port), 30,
+    wait_until(lambda: server.poll() is not None or serves_the_admin(port), 60,
                "gunicorn to serve the admin")
     return server.poll() is None
 
@@ -275,7 +269,7 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
     driver.find_element(By.ID, "id_username").send_keys("admin")
     driver.find_element(By.ID, "id_password").send_keys(password)
     driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    wait_until(lambda: "/admin/login/" not in driver.current_url, 20, "the log-in")
+    wait_until(lambda: "/admin/login/" not in driver.current_url, 60, "the log-in")
     shots.take("logged-in")
 
     with slow_site(pages=40, delay=0.5) as site:
@@ -290,7 +284,7 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
         driver.get(f"{admin_url}/admin/crawls/crawl/add/")
         driver.find_element(By.ID, "id_seeds").send_keys("ftp://example.com/")
         driver.find_element(By.CSS_SELECTOR, "input[name=_save]").click()
-        wait_until(lambda: text_of(driver, ".errorlist") == message, 20,
+        wait_until(lambda: text_of(driver, ".errorlist") == message, 60,
                    f"the form's refusal {message!r}")
         shots.take("bad-seed-refused")
         assert installation.query("SELECT COUNT(*) FROM crawls_crawl") == [(1,)]  # the paused one
@@ -304,7 +298,7 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
         assert "browser" in text_of(driver, ".tag-chip")
         shots.take("add-form")
         driver.find_element(By.CSS_SELECTOR, "input[name=_save]").click()
-        wait_until(lambda: driver.current_url.endswith("/change/"), 20, "the new crawl's page")
+        wait_until(lambda: driver.current_url.endswith("/change/"), 60, "the new crawl's page")
         crawl_id = driver.current_url.rstrip("/").split("/")[-2]
         assert installation.query("SELECT tags FROM crawls_crawl WHERE id = ?", crawl_id) == [('["browser"]',)]
 
@@ -328,21 +322,24 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
         driver.execute_script("window.__samePage = true;")
         newest = '[data-live-table="pages"] tbody tr:first-child'
         before = text_of(driver, newest)
-        wait_until(lambda: text_of(driver, newest) not in (before, ""), 30, "the newest pages to refresh")
+        wait_until(lambda: text_of(driver, newest) not in (before, ""), 60, "the newest pages to refresh")
         assert driver.execute_script("return window.__samePage === true;")
         shots.take("detail-live")
+        site.hold()  # the crawl cannot end before the pause reaches it, on however slow a machine
         press(driver, "pause")
+        wait_until(lambda: installation.flag_raised(crawl_id, "paused"), 60, "the daemon asking to pause")
+        site.release()
         state = f'[data-crawl="{crawl_id}"][data-field="state"]'
         wait_until(lambda: text_of(driver, state) == "paused", 60, "the crawl to be paused")
         shots.take("paused")
         press(driver, "resume")
-        wait_until(lambda: text_of(driver, state) not in ("", "paused"), 30, "the crawl to resume")
+        wait_until(lambda: text_of(driver, state) not in ("", "paused"), 60, "the crawl to resume")
         shots.take("resumed")
 
         # Back on the list, it completes without a reload.
         driver.get(f"{admin_url}/admin/crawls/crawl/")
         driver.execute_script("window.__sameList = true;")
-        wait_until(lambda: text_of(driver, state) == "complete", 120, "the crawl to complete")
+        wait_until(lambda: text_of(driver, state) == "complete", 300, "the crawl to complete")
         assert driver.execute_script("return window.__sameList === true;")
         shots.take("list-complete")
 
@@ -377,7 +374,7 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
     driver.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/change/")
     press(driver, "delete")
     driver.switch_to.alert.accept()
-    wait_until(lambda: driver.current_url.endswith("/admin/crawls/crawl/"), 20, "the list after delete")
+    wait_until(lambda: driver.current_url.endswith("/admin/crawls/crawl/"), 60, "the list after delete")
     shots.take("deleted")
     assert "Deleted crawl" in text_of(driver, ".messagelist")
     assert installation.query("SELECT COUNT(*) FROM crawls_crawl WHERE id = ?", crawl_id) == [(0,)]
@@ -447,7 +444,7 @@ def log_in(driver, admin_url: str, installation) -> None:
     driver.find_element(By.ID, "id_password").send_keys(
         (installation.data_dir / "admin-password").read_text().strip())
     driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    wait_until(lambda: "/admin/login/" not in driver.current_url, 20, "the log-in")
+    wait_until(lambda: "/admin/login/" not in driver.current_url, 60, "the log-in")
 
 
 def test_replay_shows_archived_pages_from_several_wacz_files(installation, admin_url, browser, shots):

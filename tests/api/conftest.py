@@ -30,6 +30,47 @@ WEBHOOK_DOMAIN = "hooks.example.invalid"  # the only domain a webhook may name: 
 RECEIVER = "127.0.0.1:9"  # a plain-http webhook receiver the SSRF rules allow (nothing listens)
 
 
+# Requests a client may send twice: the same answer, and no second write (RFC 9110 9.2.2).
+REPEATABLE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
+
+def repeatable(request: httpx.Request) -> bool:
+    """Whether `request` may be sent again: an idempotent method, or a POST with an Idempotency-Key."""
+    return request.method in REPEATABLE_METHODS or "Idempotency-Key" in request.headers
+
+
+class ReconnectingTransport(httpx.BaseTransport):
+    """httpx's transport, sending a repeatable request once more if its connection died unanswered.
+
+    gunicorn closes a kept-alive connection after 2 s idle. A request sent as it does so (a
+    client that polls, on a busy machine) meets a closed connection before any answer:
+    `RemoteProtocolError` "Server disconnected" or a reset. The pool then drops that
+    connection, so the second attempt goes out on a new one. Errors while reading the body
+    are not repeated here (the answer had begun), nor is any other POST.
+    """
+
+    LOST = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+
+    def __init__(self, **kwargs):
+        self._transport = httpx.HTTPTransport(**kwargs)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return self._transport.handle_request(request)
+        except self.LOST:
+            if not repeatable(request):
+                raise
+        return self._transport.handle_request(request)
+
+    def close(self) -> None:
+        self._transport.close()
+
+
+def http_client(base_url: str, **kwargs) -> httpx.Client:
+    """A client for the server under test: 30 s timeout, repeatable requests survive a dropped connection."""
+    return httpx.Client(base_url=base_url, transport=ReconnectingTransport(), **{"timeout": 30, **kwargs})
+
+
 @dataclass
 class Server:
     url: str
@@ -51,7 +92,7 @@ class Server:
 
     def client(self, secret: str | None = None, **kwargs) -> httpx.Client:
         headers = {"Authorization": f"Bearer {secret}"} if secret else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
+        return http_client(self.url, headers=headers, **kwargs)
 
 
 def server_env(data_dir: Path, **extra: str) -> dict:
@@ -92,7 +133,7 @@ def gunicorn(data_dir: Path, **extra_env: str):
             process.wait()
 
 
-def wait_until_serving(server: Server, timeout: float = 30) -> None:
+def wait_until_serving(server: Server, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.process.poll() is not None:

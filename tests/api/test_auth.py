@@ -7,6 +7,7 @@ import re
 import httpx
 
 from crawls.models import ApiToken, Crawl, CrawlFile, CrawlStatus
+from tests.api.conftest import http_client
 
 S = CrawlStatus
 
@@ -94,7 +95,7 @@ def test_an_org_scoped_token_never_sees_another_orgs_crawls(api_server, api_db, 
 def test_a_staff_session_uses_the_api_with_csrf_for_unsafe_methods(api_server, api_db, make_user, make_crawl):
     crawl = make_crawl()
     make_user("staff", "view_crawl", "change_crawl", staff=True, password="pw-for-tests-only")
-    with httpx.Client(base_url=api_server.url, follow_redirects=False) as browser:
+    with http_client(api_server.url, follow_redirects=False) as browser:
         login = browser.get("/admin/login/")
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login.text).group(1)
         done = browser.post("/admin/login/", data={"username": "staff", "password": "pw-for-tests-only",
@@ -122,7 +123,7 @@ def test_a_session_of_a_user_who_is_not_staff_is_refused(api_server, api_db, mak
     session["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
     session["_auth_user_hash"] = user.get_session_auth_hash()
     session.create()
-    with httpx.Client(base_url=api_server.url, cookies={"sessionid": session.session_key}) as browser:
+    with http_client(api_server.url, cookies={"sessionid": session.session_key}) as browser:
         assert browser.get("/api/v1/crawls").status_code == 401
 
 
@@ -165,7 +166,7 @@ def test_the_token_command_prints_the_secret_once_lists_and_revokes(api_server, 
 
 def test_a_token_added_in_the_admin_shows_its_secret_once_and_works(api_server, api_db, make_user):
     make_user("root", superuser=True, password="pw-for-tests-only")
-    with httpx.Client(base_url=api_server.url, follow_redirects=True) as browser:
+    with http_client(api_server.url, follow_redirects=True) as browser:
         login = browser.get("/admin/login/")
         csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login.text).group(1)
         browser.post("/admin/login/", data={"username": "root", "password": "pw-for-tests-only",

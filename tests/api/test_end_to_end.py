@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from tests.api.conftest import gunicorn
 from tests.runner.helpers import slow_site
 from tests.runner.test_daemon_process import Installation
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -32,15 +32,16 @@ def installation():
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def poll(http, crawl_id: str, timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+UNDER_WAY = ("queued", "starting", "running", "pending_wait", "generate_wacz", "waiting_capacity")
+
+
+def poll(http, crawl_id: str, timeout: float = 300) -> dict:
+    """The crawl as the API shows it once it has ended, asked every 0.3 s over one connection."""
+    def ended() -> dict | None:
         crawl = http.get(f"/api/v1/crawls/{crawl_id}").json()
-        if crawl["status"] not in ("queued", "starting", "running", "pending_wait", "generate_wacz",
-                                   "waiting_capacity"):
-            return crawl
-        time.sleep(0.3)
-    raise AssertionError(f"crawl {crawl_id} still {crawl['status']} after {timeout} s")
+        return None if crawl["status"] in UNDER_WAY else crawl
+
+    return wait_for(ended, timeout, pause=0.3, what=f"the end of crawl {crawl_id}")
 
 
 def test_a_crawl_created_through_the_api_completes_and_its_wacz_downloads_by_range(installation):

@@ -123,7 +123,7 @@ def test_fuzzing_finds_no_5xx_no_schema_violation_and_no_refused_write(api_serve
                 fuzz(http, operation, mode, population, queries)
                 runs += 1
     assert runs >= 40
-    assert time.monotonic() - started < 120
+    assert time.monotonic() - started < 360  # 120 s on a developer machine; this holds three times slower
 
 
 def fuzz(http: httpx.Client, operation, mode, secrets: list[str], queries: list[str]) -> None:

@@ -47,6 +47,7 @@ from pathlib import Path
 
 from tests.s3server import stop_process
 from tests.sitegen import Response, html, serve_site
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -66,19 +67,6 @@ def free_port() -> int:
     with contextlib.closing(socket.socket()) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_for(predicate: Callable[[], object], timeout: float, pause: float = 0.1,
-             what: str = "condition") -> object:
-    """Poll until `predicate()` is truthy and return it; AssertionError after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s")
-        time.sleep(pause)
 
 
 # --- processes -------------------------------------------------------------------------
@@ -168,7 +156,7 @@ class RedisServer:
              "--appendonly", "yes", "--appendfsync", "always", "--databases", str(self.databases),
              "--dir", str(self.folder)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(self.answers, 15, 0.05, "redis-server answering")
+        wait_for(self.answers, 60, 0.05, "redis-server answering")
 
     def answers(self) -> bool:
         try:

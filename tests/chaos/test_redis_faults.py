@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from tests.chaos.harness import FINAL, RedisServer, Trial, chaos_site, wait_for
+from tests.chaos.harness import FINAL, RedisServer, Trial, chaos_site
 from tests.chaos.trials import redis_kill_trial
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +32,7 @@ def test_an_embedded_redis_killed_while_idle_is_back_for_the_next_add(chaos_root
         trial.migrate()
         trial.start_daemon(data_dir)
         trial.daemon_ready(data_dir)
-        state = wait_for(data_dir.embedded_redis, 15, what="run/redis.json")
+        state = wait_for(data_dir.embedded_redis, 60, what="run/redis.json")
         os.kill(state["pid"], signal.SIGKILL)
         time.sleep(3)  # idle ticks with Redis dead
 

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,11 +131,3 @@ def spawn(redis_url, tmp_path):
             proc.stderr.close()
 
 
-def wait_for(condition, timeout: float = 10.0, interval: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")

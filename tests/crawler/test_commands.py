@@ -7,9 +7,9 @@ import json
 import signal
 import zipfile
 
-from tests.crawler.conftest import wait_for
 from tests.crawler.test_output import wacz_validate
 from tests.sitegen import serve_site
+from tests.waiting import wait_for
 
 SLOW = ("--hostDelay", "0.04", "--generateWACZ", "--workers", "2")
 

@@ -7,8 +7,9 @@ import signal
 import subprocess
 import time
 
-from tests.crawler.conftest import CRAWLER, wait_for
+from tests.crawler.conftest import CRAWLER
 from tests.sitegen import free_port, serve_site
+from tests.waiting import wait_for
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -24,8 +24,9 @@ from archiver_crawler.crawl import PagesFile, iso_now
 from archiver_crawler.fetch import Fetcher
 from archiver_crawler.state import CrawlState, Outcome, QueueEntry
 
-from tests.crawler.conftest import base_args, wait_for
+from tests.crawler.conftest import base_args
 from tests.sitegen import free_port
+from tests.waiting import wait_for
 
 INSTANCE = "crawl-crawl1-0"
 GONE = "crawl-crawl1-7"

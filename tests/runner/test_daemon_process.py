@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.runner.helpers import (
     assert_disjoint_archives,
@@ -24,6 +25,7 @@ from tests.runner.helpers import (
     slow_site,
     stop_processes_of,
 )
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +67,16 @@ class Installation:
                             "FROM crawls_crawl WHERE id = ?", crawl_id)
         return dict(zip(("status", "pages_done", "error", "waiting_reason", "size_bytes"), row, strict=True))
 
+    def flag_raised(self, crawl_id: str, flag: str) -> bool:
+        """Whether the daemon has raised `flag` (paused, stopping, canceled) for the crawl's crawlers."""
+        ((db,),) = self.query("SELECT redis_db FROM crawls_crawl WHERE id = ?", crawl_id)
+        if db is None:
+            return False
+        state = json.loads((self.data_dir / "run" / "redis.json").read_text())
+        with redis.Redis(host="127.0.0.1", port=state["port"], password=state["password"], db=db,
+                         socket_timeout=10) as client:
+            return client.exists(f"{crawl_id}:{flag}") == 1
+
     def files(self, crawl_id: str) -> list[tuple[Path, int]]:
         rows = self.query("SELECT path, size FROM crawls_crawlfile WHERE crawl_id = ? ORDER BY id", crawl_id)
         return [(self.data_dir / path, size) for path, size in rows]
@@ -73,7 +85,7 @@ class Installation:
         daemon.send_signal(signal.SIGTERM)
         return daemon.wait(timeout=30)
 
-    def wait(self, crawl_id: str, until, timeout: float = 60) -> dict:
+    def wait(self, crawl_id: str, until, timeout: float = 120) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             state = self.crawl(crawl_id)
@@ -223,13 +235,16 @@ def gen_pages(site) -> set[str]:
 
 
 def test_pause_then_a_daemon_restart_then_resume_archives_each_page_once(installation):
-    # Slow enough that the crawl is still running when `pause` (a new process, which takes
-    # seconds to start on a loaded machine) arrives.
     with slow_site(pages=20, delay=1.0) as site:
         first = installation.start_daemon()
         crawl_id = installation.manage("add", site.url).strip()
-        installation.wait(crawl_id, lambda c: c["pages_done"] >= 2, timeout=30)
+        installation.wait(crawl_id, lambda c: c["pages_done"] >= 2)
+        # The crawl is still running when `pause` (a new process, which takes seconds to
+        # start on a loaded machine) arrives: the site answers nothing meanwhile.
+        site.hold()
         installation.manage("pause", crawl_id)
+        wait_for(lambda: installation.flag_raised(crawl_id, "paused"), what="the daemon asking to pause")
+        site.release()
         installation.wait(crawl_id, lambda c: c["status"] == "paused")
         assert installation.stop_daemon(first) == 0
 

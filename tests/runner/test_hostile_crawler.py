@@ -11,20 +11,19 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-import redis
 
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlLog, CrawlStatus
 from runner.daemon import Runner
 from runner.launchers import LocalLauncher
 from runner.progress import ProgressStore, crawl_password
-from runner.redis_server import RedisEndpoint
+from runner.redis_server import RedisEndpoint, answers
 from tests.conftest import free_port
 from tests.runner.helpers import drive, is_final
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 HOSTILE = Path(__file__).with_name("hostile_crawler.py")
@@ -40,16 +39,11 @@ def guarded_redis(tmp_path):
          "--appendonly", "no", "--databases", "16", "--requirepass", password,
          "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     endpoint = RedisEndpoint(host="127.0.0.1", port=port, password=password, databases=16)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            endpoint.client().ping()
-            break
-        except redis.RedisError:
-            if time.monotonic() > deadline:
-                process.kill()
-                pytest.fail("redis-server did not start")
-            time.sleep(0.05)
+    try:
+        wait_for(lambda: answers(endpoint, timeout=1), what="redis-server answering")
+    except AssertionError:
+        process.kill()
+        raise
     yield endpoint
     process.terminate()
     process.wait(timeout=10)

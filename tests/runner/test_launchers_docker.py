@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
-import redis
 
 from archiver.errors import EngineUnavailable, ImageMissing
 from runner.launchers import CONFIG_NAME, DockerLauncher, LaunchSpec
-from runner.redis_server import RedisEndpoint
+from runner.redis_server import RedisEndpoint, answers
 from tests.conftest import free_port
 from tests.runner.helpers import our_containers, slow_site
+from tests.waiting import wait_for
 
 PASSWORD = "d0cker-pa55word"
 
@@ -138,14 +138,7 @@ def endpoint(tmp_path) -> RedisEndpoint:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     endpoint = RedisEndpoint(host="127.0.0.1", port=port, password=PASSWORD)
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                endpoint.client().ping()
-                break
-            except redis.ConnectionError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.05)
+        wait_for(lambda: answers(endpoint, timeout=1), what="redis-server answering")
         yield endpoint
     finally:
         proc.terminate()

@@ -10,13 +10,12 @@ import subprocess
 import time
 
 import pytest
-import redis
 from django.core.management import call_command
 
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, ExitReason, ProcessStatus, Snapshot
 from runner.launchers import LocalLauncher, crawler_command
-from runner.redis_server import RedisEndpoint
+from runner.redis_server import RedisEndpoint, answers
 from tests.conftest import free_port
 from tests.runner.helpers import (
     assert_disjoint_archives,
@@ -28,6 +27,7 @@ from tests.runner.helpers import (
     status_of,
 )
 from tests.sitegen import serve_site
+from tests.waiting import wait_for
 
 S = CrawlStatus
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
@@ -165,14 +165,9 @@ def own_redis(tmp_path):
              "--appendfsync", "always", "--save", "", "--databases", "32", "--dir", str(folder)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(proc)
-        client = redis.Redis(port=port)
-        for _ in range(100):
-            try:
-                client.ping()
-                return proc
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise AssertionError("redis-server did not start")
+        wait_for(lambda: answers(RedisEndpoint(host="127.0.0.1", port=port), timeout=1),
+                 what="redis-server answering")
+        return proc
 
     start()
     try:

@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import stat
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from runner.progress import ProgressStore
 from runner.redis_server import EmbeddedRedis, RedisEndpoint, RedisWatch, answers
 from tests.conftest import start_redis
+from tests.waiting import wait_for
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -62,10 +62,12 @@ def kill(embedded: EmbeddedRedis) -> int:
     return pid
 
 
-def written_to_disk(store: ProgressStore, db: int) -> None:
-    """Keys written before a kill -9 survive once the append-only file is fsynced (every s)."""
+def written_to_disk(embedded: EmbeddedRedis, store: ProgressStore, db: int) -> None:
+    """Keys written before a kill -9 survive once redis-server has written them to its append-only
+    file (the kernel keeps what it wrote): wait for a probe written after them to be there."""
     store.client(db).set("probe", "1")
-    time.sleep(1.2)
+    wait_for(lambda: any(b"probe" in path.read_bytes() for path in embedded.dir.rglob("*.aof")),
+             what="the probe in the append-only file")
 
 
 def test_the_watch_restarts_an_embedded_redis_killed_while_idle(embedded):
@@ -79,7 +81,7 @@ def test_the_watch_restarts_an_embedded_redis_killed_while_idle(embedded):
 
     # Same port and password, but a new server: ACL users are gone, so the daemon hears of it.
     assert watch.check(later(2)) == endpoint
-    assert answers(endpoint, timeout=0.5)
+    assert answers(endpoint, timeout=10)  # a generous reply time: it is up, however busy the machine
     assert watch.up
     assert watch.check(later(4)) is None  # nothing new since
 
@@ -91,7 +93,7 @@ def test_an_embedded_redis_whose_port_was_taken_comes_back_on_a_new_port(embedde
     store = ProgressStore(endpoint)
     try:
         store.client(3).set("c1:d", "7")
-        written_to_disk(store, 3)
+        written_to_disk(embedded, store, 3)
         kill(embedded)
         with socket.socket() as squatter:
             squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -130,7 +132,7 @@ def test_a_wedged_embedded_redis_is_replaced(embedded):
     store = ProgressStore(endpoint)
     try:
         store.client(2).set("c2:d", "4")
-        written_to_disk(store, 2)
+        written_to_disk(embedded, store, 2)
         wedged = embedded.process.pid
         os.kill(wedged, signal.SIGSTOP)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 
 import pytest
 
@@ -18,6 +17,7 @@ from crawls.models import Crawl, CrawlFile, Org
 from tests.runner.helpers import slow_site, wacz_pages
 from tests.runner.test_daemon_process import Installation
 from tests.storage.conftest import ACCESS_KEY, SECRET_KEY, storage_env
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 FINAL = ("complete", "failed", "canceled", "stopped_by_user")
@@ -41,7 +41,10 @@ def crawl_with_a_pause(inst: Installation) -> str:
         inst.start_daemon()
         crawl_id = inst.manage("add", site.url).strip()
         inst.wait(crawl_id, lambda c: c["pages_done"] >= 3, timeout=60)
+        site.hold()  # the crawl cannot end before the pause reaches it, however slow `pause` starts
         inst.manage("pause", crawl_id)
+        wait_for(lambda: inst.flag_raised(crawl_id, "paused"), what="the daemon asking to pause")
+        site.release()
         paused = inst.wait(crawl_id, lambda c: c["status"] in ("paused", *FINAL), timeout=60)
         assert paused["status"] == "paused", paused
         inst.manage("resume", crawl_id)
@@ -160,12 +163,14 @@ def test_a_daemon_killed_while_its_crawler_uploads_records_every_upload_once_aft
         first = installation.start_daemon()
         crawl_id = installation.manage("add", site.url).strip()
         installation.wait(crawl_id, lambda c: c["pages_done"] >= 3, timeout=60)
+        site.hold()  # the crawl cannot end before the pause reaches it, however slow `pause` starts
         installation.manage("pause", crawl_id)
         # The crawler packages, uploads and reports while no daemon runs (local crawlers
         # outlive it); the next daemon finds the exit and the report in Redis.
-        time.sleep(0.5)  # the daemon, nudged, has asked the crawler to pause
+        wait_for(lambda: installation.flag_raised(crawl_id, "paused"), what="the daemon asking to pause")
         first.kill()
         first.wait()
+        site.release()
         installation.start_daemon()
         paused = installation.wait(crawl_id, lambda c: c["status"] in ("paused", *FINAL), timeout=90)
         assert paused["status"] == "paused", paused

@@ -11,16 +11,10 @@ import pytest
 
 from crawls.models import DeliveryStatus, WebhookDelivery
 from runner.webhooks import Deliverer, DeliveryPolicy, WebhookDispatcher
+from tests.waiting import wait_for
 from tests.webhooks.conftest import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def wait_for(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_the_dispatcher_delivers_in_the_background_and_releases_every_lease(allowed, make_hook, make_crawl):
@@ -47,7 +41,7 @@ def test_wake_makes_a_sleeping_dispatcher_deliver_at_once(allowed, make_hook, ma
         time.sleep(0.2)  # it found nothing and sleeps for a minute
         make_crawl()
         dispatcher.wake()
-        wait_for(lambda: len(allowed.received) == 1, timeout=5)
+        wait_for(lambda: len(allowed.received) == 1)
     finally:
         dispatcher.stop(timeout=5)
 
