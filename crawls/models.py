@@ -60,8 +60,12 @@ class Org(models.Model):
     bytes_stored = models.PositiveBigIntegerField(default=0, help_text="Bytes of archive files kept.")
     created_at = models.DateTimeField(default=timezone.now)
 
+    QUOTA_FIELDS = ("max_concurrent_crawls", "storage_quota_bytes", "exec_minutes_quota", "max_pages_per_crawl")
+
     class Meta:
         ordering = ["slug"]
+        # Quotas bound what an org may cost: `change_org` (name) does not include them.
+        permissions = [("change_org_quotas", "Can change an org's quotas")]
 
     def __str__(self) -> str:
         return self.slug
