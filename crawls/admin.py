@@ -39,6 +39,7 @@ from crawls.models import (
     Snapshot,
     SnapshotStatus,
     WebhookDelivery,
+    first_text,
     month_start,
 )
 from crawls.reasons import reason_line
@@ -280,11 +281,11 @@ class CrawlAdmin(admin.ModelAdmin):
 
     @admin.display(description="seed")
     def first_seed(self, obj):
-        if not obj.seeds:
+        seeds = [seed for seed in obj.seeds if isinstance(seed, str)] if isinstance(obj.seeds, list) else []
+        if not seeds:
             return "-"
-        more = f" (+{len(obj.seeds) - 1})" if len(obj.seeds) > 1 else ""
-        return format_html('<span class="crawl-seed" title="{}">{}</span>{}',
-                           "\n".join(obj.seeds), obj.seeds[0], more)
+        more = f" (+{len(seeds) - 1})" if len(seeds) > 1 else ""
+        return format_html('<span class="crawl-seed" title="{}">{}</span>{}', "\n".join(seeds), seeds[0], more)
 
     @admin.display(description="state", ordering="status")
     def state(self, obj):
@@ -477,8 +478,8 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     @admin.display(description="seed")
     def first_seed(self, obj):
-        seeds = obj.config.get("seeds") or ["-"]
-        return format_html('<span class="crawl-seed" title="{}">{}</span>', seeds[0], seeds[0])
+        seed = first_text(obj.stored_seeds) or "-"
+        return format_html('<span class="crawl-seed" title="{}">{}</span>', seed, seed)
 
     @admin.display(description="next runs (UTC)")
     def next_run_times(self, obj):

@@ -711,6 +711,19 @@ def test_an_unsatisfiable_range_is_416(admin_client, archived):
     assert response["Content-Range"] == "bytes */1000"
 
 
+@pytest.mark.parametrize(("header", "status", "span"), [
+    ("bytes=" + "9" * 5000 + "-", 416, None),
+    ("bytes=0-" + "9" * 5000, 206, "bytes 0-999/1000"),
+    ("bytes=-" + "9" * 5000, 206, "bytes 0-999/1000"),
+])
+def test_a_range_number_of_thousands_of_digits_is_read_as_huge(admin_client, archived, header, status, span):
+    response = admin_client.get(download_url(archived[1]), headers={"Range": header})
+    assert response.status_code == status
+    assert response.get("Content-Range") == (span or "bytes */1000")
+    if status == 206:
+        assert b"".join(response.streaming_content) == archived[2]
+
+
 def test_downloads_need_a_log_in_and_the_right_to_view(client, archived):
     assert client.get(download_url(archived[1])).status_code == 302
     User.objects.create_user("clerk", password="a-long-passphrase-1", is_staff=True)
