@@ -52,6 +52,7 @@ ENV = {
     "webhook_allow_hosts": "ARCHIVER_WEBHOOK_ALLOW_HOSTS",
     "webhook_allow_domains": "ARCHIVER_WEBHOOK_ALLOW_DOMAINS",
     "instance_id": "ARCHIVER_INSTANCE_ID",
+    "trusted_proxies": "ARCHIVER_TRUSTED_PROXIES",
     "archive_max_bytes": "ARCHIVER_ARCHIVE_MAX_BYTES",
     "docker_timeout": "ARCHIVER_DOCKER_TIMEOUT",
     "local_crawler_command": "ARCHIVER_LOCAL_CRAWLER_COMMAND",
@@ -140,6 +141,9 @@ class Settings(BaseModel):
     local_crawler_command: tuple[str, ...] = ()
     # CIDRs the crawl address policy opens for every crawl (docs/security.md); none by default.
     crawl_allow_networks: tuple[str, ...] = ()
+    # Reverse proxies in front of the admin (addresses or CIDRs) whose X-Forwarded-For names
+    # the client; from anyone else the header is ignored (crawls/admin_login.py).
+    trusted_proxies: tuple[str, ...] = ()
     crawl_log_mb: float = Field(default=10, gt=0, le=100_000, description="log kept per crawl, newest")
     # Placement constraints of every Swarm service, and more per org (by slug).
     swarm_constraints: tuple[str, ...] = ()
@@ -355,6 +359,15 @@ class Settings(BaseModel):
             return any("browsertrix" in part.lower() for part in self.local_crawler_command)
         repository = self.crawler_image.rsplit("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
         return "browsertrix" in repository.lower()
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _proxies(cls, value):
+        parts = value.split(",") if isinstance(value, str) else value
+        try:
+            return tuple(str(ipaddress.ip_network(part.strip(), strict=False)) for part in parts if part.strip())
+        except ValueError as exc:
+            raise ValueError(f"a comma-separated list of IP addresses or CIDRs ({exc})") from None
 
     @field_validator("crawl_allow_networks", mode="before")
     @classmethod

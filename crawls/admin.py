@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
@@ -38,6 +39,7 @@ from crawls.models import (
     Snapshot,
     SnapshotStatus,
     WebhookDelivery,
+    first_text,
     month_start,
 )
 from crawls.reasons import reason_line
@@ -279,11 +281,11 @@ class CrawlAdmin(admin.ModelAdmin):
 
     @admin.display(description="seed")
     def first_seed(self, obj):
-        if not obj.seeds:
+        seeds = [seed for seed in obj.seeds if isinstance(seed, str)] if isinstance(obj.seeds, list) else []
+        if not seeds:
             return "-"
-        more = f" (+{len(obj.seeds) - 1})" if len(obj.seeds) > 1 else ""
-        return format_html('<span class="crawl-seed" title="{}">{}</span>{}',
-                           "\n".join(obj.seeds), obj.seeds[0], more)
+        more = f" (+{len(seeds) - 1})" if len(seeds) > 1 else ""
+        return format_html('<span class="crawl-seed" title="{}">{}</span>{}', "\n".join(seeds), seeds[0], more)
 
     @admin.display(description="state", ordering="status")
     def state(self, obj):
@@ -412,6 +414,12 @@ class OrgAdmin(admin.ModelAdmin):
         ("Usage", {"fields": ("stored", "exec_minutes_this_month", "active", "created_at")}),
     )
 
+    def get_readonly_fields(self, request, obj=None):
+        """Quotas are shown to everyone and changed only with the right `change_org_quotas`."""
+        if request.user.has_perm("crawls.change_org_quotas"):
+            return self.readonly_fields
+        return (*self.readonly_fields, *Org.QUOTA_FIELDS)
+
     def get_queryset(self, request):
         this_month = OrgUsage.objects.filter(org=OuterRef("pk"), month=month_start(timezone.now()))
         return super().get_queryset(request).annotate(
@@ -470,8 +478,8 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     @admin.display(description="seed")
     def first_seed(self, obj):
-        seeds = obj.config.get("seeds") or ["-"]
-        return format_html('<span class="crawl-seed" title="{}">{}</span>', seeds[0], seeds[0])
+        seed = first_text(obj.stored_seeds) or "-"
+        return format_html('<span class="crawl-seed" title="{}">{}</span>', seed, seed)
 
     @admin.display(description="next runs (UTC)")
     def next_run_times(self, obj):
@@ -507,6 +515,20 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_select_related = ("user", "org")
     actions = ["revoke_tokens"]
 
+    def get_queryset(self, request):
+        """Superusers see every token; anyone else only their own."""
+        tokens = super().get_queryset(request)
+        return tokens if request.user.is_superuser else tokens.filter(user=request.user)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        # A token carries its user's permissions: only a superuser (who has them all
+        # already) may make one for someone else. The narrowed choices also refuse a
+        # forged POST naming another user ("Select a valid choice").
+        if db_field.name == "user" and not request.user.is_superuser:
+            kwargs["queryset"] = User.objects.filter(pk=request.user.pk)
+            kwargs["initial"] = request.user.pk
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
     def get_fields(self, request, obj=None):
         editable = ["user", "name", "org", "read_only", "rate_limit"]
         return editable if obj is None else [*editable, "prefix", "created_at", "last_used_at", "revoked_at"]
@@ -515,6 +537,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return () if obj is None else ("user", "prefix", "created_at", "last_used_at", "revoked_at")
 
     def save_model(self, request, obj, form, change):
+        if not change and obj.user_id != request.user.pk and not request.user.is_superuser:
+            raise PermissionDenied("only a superuser creates tokens for other users")
         secret = None if change else obj.new_secret()
         super().save_model(request, obj, form, change)
         if secret:

@@ -14,7 +14,6 @@ and must be a regular file: a path in the database is never trusted to point any
 from __future__ import annotations
 
 import os
-import re
 import stat
 from pathlib import Path
 
@@ -22,11 +21,11 @@ from django.http import FileResponse, Http404, HttpResponse, StreamingHttpRespon
 
 from archiver import conf
 from crawls import storage
+from crawls.ranges import RANGE, byte_number
 from crawls.retention import UnsafePath, kept_path
 
 CHUNK = 256 * 1024
 WACZ_TYPE = "application/wacz"
-RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
 
 def open_archive(data_dir: Path, relative: str):
@@ -50,12 +49,12 @@ def byte_range(header: str, size: int) -> tuple[int, int] | None | str:
         return None  # several ranges, or not bytes: the whole file is a valid answer
     first, last = match.groups()
     if not first:  # the last N bytes
-        length = int(last)
+        length = byte_number(last)
         if length == 0:
             return "unsatisfiable"
         return max(size - length, 0), size - 1
-    first = int(first)
-    last = min(int(last), size - 1) if last else size - 1
+    first = byte_number(first)
+    last = min(byte_number(last), size - 1) if last else size - 1
     if first >= size or last < first:
         return "unsatisfiable"
     return first, last

@@ -41,6 +41,12 @@ def month_start(now: dt.datetime) -> dt.date:
     return now.date().replace(day=1)
 
 
+def first_text(values) -> str:
+    """The first string of a stored JSON list; "" if there is none or the JSON is damaged."""
+    first = values[0] if isinstance(values, list) and values else ""
+    return first if isinstance(first, str) else ""
+
+
 class Org(models.Model):
     """The owner of crawls, and of the quotas they share. Empty quota = unlimited."""
 
@@ -60,8 +66,12 @@ class Org(models.Model):
     bytes_stored = models.PositiveBigIntegerField(default=0, help_text="Bytes of archive files kept.")
     created_at = models.DateTimeField(default=timezone.now)
 
+    QUOTA_FIELDS = ("max_concurrent_crawls", "storage_quota_bytes", "exec_minutes_quota", "max_pages_per_crawl")
+
     class Meta:
         ordering = ["slug"]
+        # Quotas bound what an org may cost: `change_org` (name) does not include them.
+        permissions = [("change_org_quotas", "Can change an org's quotas")]
 
     def __str__(self) -> str:
         return self.slug
@@ -307,7 +317,7 @@ class Crawl(Leased):
         ]
 
     def __str__(self) -> str:
-        return f"{self.short_id} {self.seeds[0] if self.seeds else ''}"
+        return f"{self.short_id} {first_text(self.seeds)}"
 
     @property
     def short_id(self) -> str:
@@ -1058,7 +1068,12 @@ class Schedule(Leased):
         indexes = [due_index("schedule")]
 
     def __str__(self) -> str:
-        return f"{self.cron} {self.config.get('seeds', [''])[0]}"
+        return f"{self.cron} {first_text(self.stored_seeds)}"
+
+    @property
+    def stored_seeds(self) -> list[str]:
+        """The seeds of its stored config; none if that JSON is damaged (not an object)."""
+        return self.config.get("seeds") or [] if isinstance(self.config, dict) else []
 
 
 class WebhookQuerySet(models.QuerySet):

@@ -422,6 +422,40 @@ def test_repeated_failed_log_ins_lock_the_user_out_from_that_address(client):
     assert "_auth_user_id" not in client.session
 
 
+@pytest.fixture
+def behind_a_proxy(monkeypatch, tmp_path):
+    """The admin behind a reverse proxy on 127.0.0.1 (the test client's address)."""
+    from archiver.conf import Settings
+
+    settings = Settings(data_dir=tmp_path, trusted_proxies="127.0.0.1, 10.0.0.0/8")
+    monkeypatch.setattr("archiver.conf.get", lambda: settings)
+
+
+def log_in_from(client, address: str, password: str):
+    return client.post(reverse("admin:login"), {"username": "boss", "password": password, "next": "/admin/"},
+                       headers={"X-Forwarded-For": f"{address}, 10.1.2.3"})
+
+
+def test_behind_a_proxy_a_guesser_locks_out_only_their_own_address(client, behind_a_proxy):
+    from crawls.admin_login import MAX_FAILURES
+
+    User.objects.create_user("boss", password="the-right-passphrase", is_staff=True)
+    for _ in range(MAX_FAILURES):
+        log_in_from(client, "203.0.113.66", "wrong guess")
+    assert "Too many failed log-ins" in log_in_from(client, "203.0.113.66", "the-right-passphrase").content.decode()
+    assert log_in_from(client, "198.51.100.7", "the-right-passphrase").status_code == 302
+
+
+def test_without_a_trusted_proxy_a_forged_forwarded_for_changes_nothing(client):
+    from crawls.admin_login import MAX_FAILURES
+
+    User.objects.create_user("boss", password="the-right-passphrase", is_staff=True)
+    for n in range(MAX_FAILURES):
+        log_in_from(client, f"203.0.113.{n}", "wrong guess")
+    refused = log_in_from(client, "198.51.100.7", "the-right-passphrase")
+    assert "Too many failed log-ins" in refused.content.decode()
+
+
 def test_a_successful_log_in_clears_earlier_failures(client):
     from crawls.admin_login import MAX_FAILURES
     from crawls.models import LoginFailure
@@ -709,6 +743,19 @@ def test_an_unsatisfiable_range_is_416(admin_client, archived):
     response = admin_client.get(download_url(archived[1]), headers={"Range": "bytes=1000-"})
     assert response.status_code == 416
     assert response["Content-Range"] == "bytes */1000"
+
+
+@pytest.mark.parametrize(("header", "status", "span"), [
+    ("bytes=" + "9" * 5000 + "-", 416, None),
+    ("bytes=0-" + "9" * 5000, 206, "bytes 0-999/1000"),
+    ("bytes=-" + "9" * 5000, 206, "bytes 0-999/1000"),
+])
+def test_a_range_number_of_thousands_of_digits_is_read_as_huge(admin_client, archived, header, status, span):
+    response = admin_client.get(download_url(archived[1]), headers={"Range": header})
+    assert response.status_code == status
+    assert response.get("Content-Range") == (span or "bytes */1000")
+    if status == 206:
+        assert b"".join(response.streaming_content) == archived[2]
 
 
 def test_downloads_need_a_log_in_and_the_right_to_view(client, archived):

@@ -18,6 +18,7 @@ import hashlib
 import io
 import os
 import string
+from pathlib import Path
 
 import pytest
 from django.apps import apps
@@ -320,16 +321,25 @@ def valid_cron(text: str) -> bool:
 
 
 BAD_SECRETS = st.one_of(st.sampled_from(["", " ", " padded ", "s" * 501]), st.builds(lambda c: f"se{c}cret", CONTROL))
-GOOD_HOOK = ["https://hooks.example.com/in", "--secret=s3cret"]
+SECRET_FILE = "{secret-file}"  # replaced by a file holding the example's secret (see with_secret_file)
+GOOD_HOOK = ["https://hooks.example.com/in", f"--secret-file={SECRET_FILE}"]
+
+
+def with_secret_file(args, folder: Path, secret: str = "s3cret") -> list[str]:
+    """ARGS with SECRET_FILE naming a file that holds `secret` (secrets never come in argv)."""
+    path = folder / "secret"
+    path.write_text(secret)
+    return [arg.replace(SECRET_FILE, str(path)) for arg in args]
 
 
 @FUZZ
 @given(args=st.one_of(
-    BAD_URLS.filter(lambda url: not url.startswith("-")).map(lambda url: ["add", url, "--secret=s3cret"]),
+    BAD_URLS.filter(lambda url: not url.startswith("-")).map(lambda url: ["add", url, f"--secret-file={SECRET_FILE}"]),
     st.sampled_from(["http://hooks.example.com/", "https://127.0.0.1/", "https://[::1]/", "https://10.0.0.1/",
                      "https://169.254.169.254/latest", "https://unresolvable.example/"]).map(
-        lambda url: ["add", url, "--secret=s3cret"]),
-    option("--secret", BAD_SECRETS).map(lambda o: ["add", "https://hooks.example.com/in", *o]),
+        lambda url: ["add", url, f"--secret-file={SECRET_FILE}"]),
+    st.just(["add", "https://hooks.example.com/in", "--secret=s3cret"]),  # never from argv
+    st.just(["add", "https://hooks.example.com/in", f"--secret-file={SECRET_FILE}.missing"]),
     option("--events", JUNK_TEXT.filter(lambda t: t.strip(", ") != "")).map(lambda o: ["add", *GOOD_HOOK, *o]),
     option("--org", BAD_SLUGS).map(lambda o: ["add", *GOOD_HOOK, *o]),
     st.tuples(st.sampled_from(["remove", "replay"]), bad_int(1, 2**63 - 1).filter(lambda v: not v.startswith("-"))).map(list),
@@ -339,8 +349,14 @@ GOOD_HOOK = ["https://hooks.example.com/in", "--secret=s3cret"]
     st.just(["add", "https://hooks.example.com/in"]),  # no secret
     st.just(["list", "--no-such-option"]),
 ))
-def test_webhook_refuses_bad_urls_secrets_events_and_ids(world, args):
-    assert_refused(world, "webhook", *args)
+def test_webhook_refuses_bad_urls_secrets_events_and_ids(world, tmp_path, args):
+    assert_refused(world, "webhook", *with_secret_file(args, tmp_path))
+
+
+@FUZZ
+@given(secret=BAD_SECRETS)
+def test_webhook_refuses_bad_secrets_from_a_file(world, tmp_path, secret):
+    assert_refused(world, "webhook", *with_secret_file(["add", *GOOD_HOOK], tmp_path, secret))
 
 
 def test_replaying_a_delivery_that_did_not_fail_is_refused(world):

@@ -6,6 +6,7 @@ reason, CrawlConfig's one line...), so a person reading either sees the same wor
 
 from __future__ import annotations
 
+import logging
 import math
 
 from django.http import Http404
@@ -13,6 +14,8 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from archiver.errors import ArchiverError, NotAllowed
+
+logger = logging.getLogger(__name__)
 
 CODE_FOR_STATUS = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
@@ -40,6 +43,16 @@ class ApiError(Exception):
         self.code = code or CODE_FOR_STATUS[status]
         self.message = message
         self.headers = headers or {}
+
+
+class DamagedRow(Exception):
+    """A row whose stored JSON is not what archiver wrote (a crawl config that is a list...):
+    it cannot be shown. A list leaves it out and names it; alone, it is a JSON 500."""
+
+    def __init__(self, kind: str, row_id, cause: Exception):
+        super().__init__(f"{kind} {row_id} cannot be shown: its stored data is damaged "
+                         f"({type(cause).__name__}); see the server's log")
+        self.row_id = str(row_id)
 
 
 def not_found(message: str) -> ApiError:
@@ -110,3 +123,14 @@ def install_handlers(api: NinjaAPI) -> None:
     @api.exception_handler(Http404)
     def missing(request, exc: Http404):
         return respond(request, 404, "not_found", str(exc) or "not found")
+
+    @api.exception_handler(DamagedRow)
+    def damaged(request, exc: DamagedRow):
+        logger.error("%s (%s %s)", exc, request.method, request.path, exc_info=exc.__cause__)
+        return respond(request, 500, "damaged_row", str(exc))
+
+    @api.exception_handler(Exception)
+    def server_error(request, exc: Exception):
+        # A bug, not a refusal: logged with its traceback, answered in the API's shape.
+        logger.error("unexpected error answering %s %s", request.method, request.path, exc_info=exc)
+        return respond(request, 500, "server_error", "the server failed to answer this request; see its log")

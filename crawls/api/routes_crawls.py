@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import logging
 from typing import Annotated
 
 from django.core.management import load_command_class
@@ -25,7 +26,7 @@ from crawls import wake
 from crawls.api import pagination
 from crawls.api.auth import caller, default_org_slug, need, visible_crawls, visible_orgs
 from crawls.api.deletion import delete_crawl
-from crawls.api.errors import ERRORS, ApiError, conflict, invalid, not_found
+from crawls.api.errors import ERRORS, ApiError, DamagedRow, conflict, invalid, not_found
 from crawls.api.pagination import MAX_CURSOR
 from crawls.api.schemas import (
     ActionOut,
@@ -44,6 +45,7 @@ from crawls.management.commands.add import check_tags
 from crawls.management.commands.status import GROUPS
 from crawls.models import MAX_SCALE, Crawl, CrawlFile, IdempotencyKey, SnapshotStatus
 
+logger = logging.getLogger(__name__)
 router = Router(tags=["crawls"])
 CrawlId = Annotated[str, Field(min_length=1, max_length=32, description="a crawl id or a unique prefix of it")]
 MAX_KEY = 200
@@ -81,6 +83,28 @@ def crawl_out(crawl: Crawl, now: dt.datetime | None = None) -> dict:
         "updated_at": crawl.updated_at,
         "progress_at": crawl.progress_at,
     }
+
+
+def shown(crawl: Crawl, now: dt.datetime | None = None) -> dict:
+    """crawl_out, checked against the CrawlOut schema; DamagedRow if the row cannot be shown."""
+    try:
+        out = crawl_out(crawl, now)
+        CrawlOut.model_validate(out)
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:  # pydantic's errors are ValueErrors
+        raise DamagedRow("crawl", crawl.pk, exc) from exc
+    return out
+
+
+def shown_rows(crawls, now: dt.datetime) -> tuple[list[dict], list[dict]]:
+    """(items, errors) of a list: a damaged row fails only itself, named in `errors` and logged."""
+    items, errors = [], []
+    for crawl in crawls:
+        try:
+            items.append(shown(crawl, now))
+        except DamagedRow as exc:
+            logger.error("%s", exc, exc_info=exc.__cause__)
+            errors.append({"id": exc.row_id, "code": "damaged_row", "message": str(exc)})
+    return items, errors
 
 
 def find_crawl(request, crawl_id: str) -> Crawl:
@@ -138,14 +162,14 @@ def list_crawls(request, state: StateFilter | None = None,
     more = len(rows) > limit
     rows = rows[:limit]
     next_cursor = pagination.encode(rows[-1].created_at.isoformat(), rows[-1].id) if more else None
-    now = db_now()
-    return {"items": [crawl_out(c, now) for c in rows], "next_cursor": next_cursor}
+    items, errors = shown_rows(rows, db_now())
+    return {"items": items, "next_cursor": next_cursor, "errors": errors}
 
 
 @router.get("/crawls/{crawl_id}", response={200: CrawlOut, **ERRORS}, summary="One crawl, with live progress")
 def get_crawl(request, crawl_id: CrawlId):
     need(request, "crawls.view_crawl")
-    return crawl_out(find_crawl(request, crawl_id))
+    return shown(find_crawl(request, crawl_id))
 
 
 @router.get("/crawls/{crawl_id}/pages", response={200: PagePage, **ERRORS}, summary="A crawl's pages")
@@ -210,6 +234,8 @@ def read_json_object(request) -> dict:
         values = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "the request body is not JSON") from None
+    except RecursionError:  # thousands of nested [ or {: no crawl setting is that deep
+        raise ApiError(400, "the request body is nested too deeply to read") from None
     if not isinstance(values, dict):
         raise invalid("the request body must be a JSON object")
     return values

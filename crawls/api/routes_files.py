@@ -8,7 +8,6 @@ regular file; its size is what the open file has now, not what the row says.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterator
 
@@ -22,11 +21,11 @@ from crawls.api.errors import ERRORS, ApiError, not_found
 from crawls.api.routes_crawls import CrawlId, file_out, find_crawl
 from crawls.api.schemas import FileOut, RowId
 from crawls.models import CrawlFile
+from crawls.ranges import RANGE, byte_number
 
 router = Router(tags=["files"])
 CHUNK = 256 * 1024
 CONTENT_TYPES = {".wacz": "application/wacz", ".warc": "application/warc", ".gz": "application/gzip"}
-RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
 
 class Unsatisfiable(Exception):
@@ -44,10 +43,10 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
         return None
     first, last = match.groups()
     if not first:  # a suffix: the last N bytes
-        if int(last) == 0 or size == 0:
+        if byte_number(last) == 0 or size == 0:
             raise Unsatisfiable
-        return max(size - int(last), 0), size - 1
-    start, end = int(first), int(last) if last else size - 1
+        return max(size - byte_number(last), 0), size - 1
+    start, end = byte_number(first), byte_number(last) if last else size - 1
     if last and end < start:
         return None
     if start >= size:

@@ -11,7 +11,7 @@ from ninja import Router
 from pydantic import Field
 
 from crawls.api.auth import need, scope_org_id, visible_orgs
-from crawls.api.errors import ERRORS, invalid, not_found
+from crawls.api.errors import ERRORS, ApiError, invalid, not_found
 from crawls.api.schemas import OrgChanged, OrgIn, OrgOut
 from crawls.lease import db_now
 from crawls.management.commands.org import FIELD_FOR_OPTION, QUOTAS, org_summary, orgs_with_usage
@@ -59,6 +59,14 @@ def quota_changes(body: OrgIn) -> dict:
     return changes
 
 
+def need_quota_right(request, slug: str) -> None:
+    """Quotas bound what an org may cost, so they are a right of their own; a token scoped
+    to one org (the org's own program) never changes them, whoever its user is."""
+    if scope_org_id(request) is not None:
+        raise ApiError(403, f"a token scoped to org {slug!r} cannot change its quotas")
+    need(request, "crawls.change_org_quotas")
+
+
 @router.put("/orgs/{slug}", response={200: OrgChanged, 201: OrgChanged, **ERRORS},
             summary="Create an org, or change only the fields given (`archiver org set`)")
 def set_org(request, slug: Slug, body: OrgIn):
@@ -71,6 +79,8 @@ def set_org(request, slug: Slug, body: OrgIn):
         raise not_found(f"no org {slug!r}")
     need(request, "crawls.change_org" if exists else "crawls.add_org")
     changes = quota_changes(body)
+    if set(changes) & set(Org.QUOTA_FIELDS):
+        need_quota_right(request, slug)
     # The CLI's validation path (crawls.validation.OrgInput): same limits, same sentences.
     changes = OrgInput.parse(slug=slug, **changes).changes()
     org, created = Org.objects.update_or_create(slug=slug, defaults=changes)

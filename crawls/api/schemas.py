@@ -65,9 +65,18 @@ class CrawlOut(Schema):
     finished_at: dt.datetime | None
 
 
+class RowError(Schema):
+    id: str
+    code: str
+    message: str
+
+
 class CrawlPage(Schema):
     items: list[CrawlOut]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last.")
+    errors: list[RowError] = Field(default_factory=list, description=(
+        "Rows of this page that could not be shown (their stored data is damaged): left out of "
+        "`items`, named here with code `damaged_row`, and logged on the server."))
 
 
 class ActionOut(Schema):

@@ -46,6 +46,27 @@ def test_org_set_creates_then_changes_only_the_fields_given(api_db, client):
     assert org.max_pages_per_crawl == 50
 
 
+def test_changing_quotas_needs_the_quota_right_and_an_unscoped_token(api_server, api_db, make_org, make_user,
+                                                                    make_token):
+    make_org("acme", max_concurrent_crawls=1)
+    manager = make_user("manager", "view_org", "change_org")
+    with api_server.client(make_token(manager)) as http:
+        refused = http.put("/api/v1/orgs/acme", json={"max_concurrent_crawls": 50})
+        assert refused.status_code == 403
+        assert refused.json() == {"code": "forbidden", "message":
+                                  "user 'manager' does not have the permission crawls.change_org_quotas"}
+        assert http.put("/api/v1/orgs/acme", json={"name": "Acme Inc"}).status_code == 200
+    with api_server.client(make_token(org="acme")) as http:  # a superuser's token, scoped to acme
+        refused = http.put("/api/v1/orgs/acme", json={"storage_quota": None})
+        assert refused.status_code == 403
+        assert refused.json()["message"] == "a token scoped to org 'acme' cannot change its quotas"
+    treasurer = make_user("treasurer", "view_org", "change_org", "change_org_quotas")
+    with api_server.client(make_token(treasurer)) as http:
+        assert http.put("/api/v1/orgs/acme", json={"max_concurrent_crawls": 3}).status_code == 200
+    org = Org.objects.get(slug="acme")
+    assert (org.name, org.max_concurrent_crawls) == ("Acme Inc", 3)
+
+
 def test_schedules_are_added_listed_disabled_and_enabled(api_db, client):
     body = {"cron": "0 3 * * *", "seeds": ["https://example.com/"], "depth": 1, "tags": ["nightly"]}
     created = client.post("/api/v1/schedules", json=body)

@@ -507,9 +507,9 @@ class Trial:
                        capture_output=True)
 
     def manage(self, data_dir: DataDir, *args: str, check: bool = True,
-               timeout: float = 120) -> subprocess.CompletedProcess:
+               timeout: float = 120, stdin: str | None = None) -> subprocess.CompletedProcess:
         result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=data_dir.env,
-                                capture_output=True, text=True, timeout=timeout)
+                                capture_output=True, text=True, timeout=timeout, input=stdin)
         if check and result.returncode != 0:
             raise AssertionError(f"manage.py {' '.join(args)} exited {result.returncode}: "
                                  f"{result.stderr[-2000:]}")
@@ -520,7 +520,7 @@ class Trial:
         first = self.data_dirs[0]
         self.manage(first, "migrate", "-v0")
         if self.hooks:
-            self.manage(first, "webhook", "add", self.hooks.url, "--secret", secrets.token_hex(16))
+            self.manage(first, "webhook", "add", self.hooks.url, "--secret-file", "-", stdin=secrets.token_hex(16))
 
     # daemons
 

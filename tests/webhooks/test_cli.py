@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -19,8 +20,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def webhook(*args) -> str:
+    """`archiver webhook ARGS`; a `--secret S` among ARGS is sent as the command reads a
+    secret: `--secret-file -` with S on stdin."""
+    args, secret = list(args), None
+    if "--secret" in args:
+        at = args.index("--secret")
+        secret = args[at + 1]
+        args[at:at + 2] = ["--secret-file", "-"]
     out = io.StringIO()
-    call_command("webhook", *args, stdout=out)
+    with mock.patch("sys.stdin", io.StringIO(secret or "")):
+        call_command("webhook", *args, stdout=out)
     return out.getvalue()
 
 
@@ -56,6 +65,48 @@ def test_bad_input_is_refused_and_nothing_is_written(args, message):
     with pytest.raises(CommandError, match=message):
         webhook("add", *args)
     assert Webhook.objects.count() == 0
+
+
+def test_a_secret_on_the_command_line_is_refused_with_the_way_to_give_it(allowed):
+    with pytest.raises(CommandError, match=r"every local user sees it \(ps\); give it with --secret-file PATH"):
+        call_command("webhook", "add", allowed.url(), "--secret", SECRET)
+    assert not Webhook.objects.exists()
+
+
+def test_the_secret_is_read_from_a_file_without_its_trailing_newline(allowed, tmp_path):
+    path = tmp_path / "secret"
+    path.write_text(SECRET + "\n")
+    call_command("webhook", "add", allowed.url(), "--secret-file", str(path), stdout=io.StringIO())
+    assert Webhook.objects.get().secret == SECRET
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ("missing", "No such file or directory"), ("folder", "not a regular file"), ("binary", "not UTF-8"),
+])
+def test_a_secret_file_that_cannot_be_read_is_one_line(allowed, tmp_path, source, message):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "binary").write_bytes(b"\xff\xfe")
+    with pytest.raises(CommandError, match=message):
+        call_command("webhook", "add", allowed.url(), "--secret-file", str(tmp_path / source))
+    assert not Webhook.objects.exists()
+
+
+def test_without_a_secret_file_or_a_terminal_add_says_how_to_give_it(allowed):
+    with mock.patch("sys.stdin", io.StringIO("")), pytest.raises(CommandError, match="--secret-file PATH"):
+        call_command("webhook", "add", allowed.url())
+    assert not Webhook.objects.exists()
+
+
+def test_on_a_terminal_add_asks_for_the_secret_without_echo(allowed, monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    asked = []
+    monkeypatch.setattr("sys.stdin", Terminal())
+    monkeypatch.setattr("getpass.getpass", lambda prompt: asked.append(prompt) or SECRET)
+    call_command("webhook", "add", allowed.url(), stdout=io.StringIO())
+    assert asked == ["webhook secret: "] and Webhook.objects.get().secret == SECRET
 
 
 def test_a_name_that_resolves_privately_is_refused_at_add(monkeypatch):
@@ -128,8 +179,8 @@ def test_from_the_shell_a_refusal_is_one_line_on_stderr_and_a_non_zero_exit(tmp_
            "DJANGO_SETTINGS_MODULE": "archiver.settings"}
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
-    result = subprocess.run([*manage, "webhook", "add", "http://10.0.0.1/x", "--secret", "s"],
-                            cwd=ROOT, env=env, capture_output=True, text=True)
+    result = subprocess.run([*manage, "webhook", "add", "http://10.0.0.1/x", "--secret-file", "-"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, input="s\n")
     assert result.returncode != 0
     assert result.stdout == ""
     (line,) = result.stderr.strip().splitlines()

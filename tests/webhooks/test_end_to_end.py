@@ -27,9 +27,9 @@ def data_dir():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def archiver(env, *args, timeout=120) -> subprocess.CompletedProcess:
+def archiver(env, *args, timeout=120, stdin: str | None = None) -> subprocess.CompletedProcess:
     result = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=timeout)
+                            capture_output=True, text=True, timeout=timeout, input=stdin)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -41,7 +41,7 @@ def test_a_crawl_run_by_the_runner_is_announced_queued_started_completed(data_di
     env.pop("ARCHIVER_DATABASE_URL", None)
     with serve_site() as site:
         archiver(env, "migrate", "-v", "0")
-        archiver(env, "webhook", "add", receiver.url(), "--secret", SECRET)
+        archiver(env, "webhook", "add", receiver.url(), "--secret-file", "-", stdin=SECRET)
         archiver(env, "add", site.url)
         archiver(env, "run", "--no-live", timeout=240)
 

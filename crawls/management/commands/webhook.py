@@ -1,7 +1,8 @@
 """`archiver webhook add|list|remove|deliveries|replay|test`: where crawl events are POSTed.
 
 A URL is checked with the same SSRF rules the runner applies at delivery (crawls.ssrf)
-before anything is written. Secrets are write-only: no subcommand prints one.
+before anything is written. Secrets are write-only: no subcommand prints one, and `add`
+reads its secret from a file, stdin or a prompt, never from its arguments (crawls/secret_input.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from crawls import ssrf
 from crawls.cli import MAX_ID, ArchiverCommand, OneLineParser, age, check_range, int_arg
 from crawls.lease import db_now
 from crawls.models import DeliveryStatus, Org, Webhook, WebhookDelivery
+from crawls.secret_input import add_secret_file_option, read_secret
 from crawls.validation import WebhookInput
 from crawls.webhooks import shown_url
 
@@ -27,7 +29,7 @@ class Command(ArchiverCommand):
                                         metavar="{add,list,remove,enable,disable,deliveries,replay,test}")
         add = actions.add_parser("add", help="POST crawl events to URL, signed with a secret")
         add.add_argument("url", metavar="URL")
-        add.add_argument("--secret", required=True, help="HMAC-SHA256 key receivers verify with")
+        add_secret_file_option(add, "--secret", "webhook secret (the HMAC-SHA256 key receivers verify with)")
         add.add_argument("--events", default="", metavar="A,B",
                          help="event names, comma-separated (default: every event)")
         add.add_argument("--org", metavar="SLUG", help="only this org's crawls (default: all orgs)")
@@ -48,7 +50,8 @@ class Command(ArchiverCommand):
     def run(self, *, action, **options):
         getattr(self, action)(**options)
 
-    def add(self, *, url, secret, events, org, json, **_):
+    def add(self, *, url, secret_file, secret_in_argv, events, org, json, **_):
+        secret = read_secret(secret_file, "webhook secret", secret_in_argv=secret_in_argv)
         hook = WebhookInput.parse(url=url, secret=secret, events=events.split(","), org=org)
         owner = None
         if hook.org is not None:
