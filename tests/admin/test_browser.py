@@ -252,9 +252,10 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
 # --- replay of several WACZ files ----------------------------------------------------------
 
 
-def stored_wacz(path: Path, url: str, text: str) -> tuple[int, str]:
-    """A one-page WACZ with every entry STORED (as ReplayWeb.page reads them by range);
-    returns its size and sha256."""
+def stored_wacz(path: Path, url: str, text: str, body: str | None = None) -> tuple[int, str]:
+    """A one-page WACZ with every entry STORED (as ReplayWeb.page reads them by range),
+    its page titled `text` (and, unless `body` is given, saying it); returns its size and
+    sha256."""
     import datetime as dt
     import hashlib
     import io
@@ -265,7 +266,7 @@ def stored_wacz(path: Path, url: str, text: str) -> tuple[int, str]:
     from warcio.warcwriter import WARCWriter
 
     warc = io.BytesIO()
-    body = f"<!doctype html><html><head><title>{text}</title></head><body><h1>{text}</h1></body></html>"
+    body = body or f"<!doctype html><html><head><title>{text}</title></head><body><h1>{text}</h1></body></html>"
     headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
     writer = WARCWriter(warc, gzip=True)
     payload = body.encode()  # with its length given, warcio needs no temporary file
@@ -303,23 +304,29 @@ print(crawl.id)
 """
 
 
+def archived_crawl(installation, pages: list[tuple[str, str, str | None]]) -> str:
+    """A complete crawl of one WACZ per page (url, title, HTML body or None), its files in
+    the data dir's archives/; returns its id."""
+    staging = installation.data_dir / "staging"
+    staging.mkdir(exist_ok=True)
+    files = []
+    for n, (url, text, body) in enumerate(pages):
+        size, sha256 = stored_wacz(staging / f"{n}.wacz", url, text, body)
+        files.append((f"archives/{{id}}/session-{n}.wacz", size, sha256))
+    crawl_id = installation.manage("shell", "--no-imports", "-c", CREATE_CRAWL.format(
+        seed=pages[0][0], files=files)).strip().splitlines()[-1]
+    (installation.data_dir / "archives" / crawl_id).mkdir(parents=True)
+    for n in range(len(pages)):
+        (staging / f"{n}.wacz").rename(installation.data_dir / "archives" / crawl_id / f"session-{n}.wacz")
+    return crawl_id
+
+
 def test_replay_shows_archived_pages_from_several_wacz_files(installation, admin_url, browser, shots):
     """Two WACZ files of one crawl replay together (the multi-WACZ package), each page's text
-    found inside ReplayWeb.page's frame, loaded through the admin's Range-capable downloads."""
+    found inside ReplayWeb.page's frame, loaded in ranges from the replay origin (never the admin's)."""
     driver = browser
     urls = {"http://localhost:9/one.html": "Archived page one", "http://localhost:9/two.html": "Archived page two"}
-    placeholder = "archives/{id}"
-    files = []
-    staging = installation.data_dir / "staging"
-    staging.mkdir()
-    for n, (url, text) in enumerate(urls.items()):
-        size, sha256 = stored_wacz(staging / f"{n}.wacz", url, text)
-        files.append((f"{placeholder}/session-{n}.wacz", size, sha256))
-    crawl_id = installation.manage("shell", "--no-imports", "-c", CREATE_CRAWL.format(
-        seed="http://localhost:9/one.html", files=files)).strip().splitlines()[-1]
-    (installation.data_dir / "archives" / crawl_id).mkdir(parents=True)
-    for n in range(len(urls)):
-        (staging / f"{n}.wacz").rename(installation.data_dir / "archives" / crawl_id / f"session-{n}.wacz")
+    crawl_id = archived_crawl(installation, [(url, text, None) for url, text in urls.items()])
 
     log_in(driver, admin_url, installation)
     for url, text in urls.items():
