@@ -2,7 +2,8 @@
 and its API, and to ReplayWeb.page on the replay origin (crawls/replay_views.py).
 
 An archive in object storage is streamed through this view (GetObject with the same Range),
-not redirected to a presigned URL: the admin's login and permissions then guard every byte,
+not redirected to a presigned URL: the admin's login and permissions (or, on the replay
+origin, a capability the admin minted after checking them) then guard every byte,
 the bucket stays private and needs no CORS rule for ReplayWeb.page's service worker, and the
 browser never needs to reach the storage endpoint (often an address only the hosts see).
 

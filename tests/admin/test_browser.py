@@ -1,14 +1,14 @@
 """The admin as a person uses it, in a real headless Chromium (Debian's chromium and
-chromium-driver, through Selenium), against the admin served by gunicorn exactly as
-scripts/start.sh serves it, with a real daemon (local launcher) crawling a site on
+chromium-driver, through Selenium), against the admin and the replay origin served by
+gunicorn exactly as scripts/start.sh serves them (tests/admin/conftest.py), with a real daemon (local launcher) crawling a site on
 127.0.0.1.
 
 One journey: log in; a bad seed is refused with the CLI's words; a crawl is added with the
 form; the list's progress changes without a reload; pause and resume from the crawl's
 buttons; the list shows it complete, still without a reload; the crawl's page; each WACZ
 downloaded in the browser matches its recorded sha256 (and answers a Range request); Replay
-makes the player read every WACZ through its download URL in ranges and show the archived
-seed page (and a page below it) inside its frame; delete removes the crawl and its files.
+frames the replay origin, whose player shows the archived seed page (and a page below it)
+and reads every WACZ there in ranges; delete removes the crawl and its files.
 A second test replays a crawl of two WACZ files (the multi-WACZ package) built here with
 warcio, and finds each archived page's text inside ReplayWeb.page's frame. Screenshots of
 each step go to test-artifacts/admin-browser/<test>/ (or $ARCHIVER_TEST_ARTIFACTS).
@@ -230,9 +230,9 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
     press(driver, "replay")
     access_log = installation.data_dir / "run" / "replay-access.log"
     paths = [link.split(f"/crawl/{crawl_id}", 1)[1] for link in links]  # /files/<pk>/<name>
+    wait_for_replayed_text(driver, shots, "Page 0", "replay-seed")
     wait_until(lambda: all(f"{path} HTTP/1.1\" 206" in access_log.read_text() for path in paths),
                60, "the player's range requests (on the replay origin) for every WACZ", interval=1)
-    wait_for_replayed_text(driver, shots, "Page 0", "replay-seed")
     replay_url = driver.current_url.split("?")[0]
     driver.get(f"{replay_url}?url={quote(site.url + 'p1.html')}")
     wait_for_replayed_text(driver, shots, "Page 1", "replay-p1")
