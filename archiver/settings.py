@@ -65,10 +65,12 @@ def _secret_key() -> str:
 SECRET_KEY = _secret_key()
 DEBUG = os.environ.get("ARCHIVER_DEBUG") == "1"
 # The admin never answers to the replay origin's host name (ARCHIVER_REPLAY_URL): archived
-# pages run there, and cookies are shared by every port of a host name.
-ALLOWED_HOSTS = [h for h in ["127.0.0.1", "localhost", "[::1]"] + [
-    h for h in os.environ.get("ARCHIVER_ALLOWED_HOSTS", "").split(",") if h
-] if h.strip("[]").lower() != ARCHIVER.replay_host]
+# pages run there, and cookies are shared by every port of a host name. (Naming it in
+# ARCHIVER_ALLOWED_HOSTS, or 127.0.0.1, which start.sh serves the admin on, is an error of
+# crawls/checks.py; localhost and [::1] are quietly left to the replay.)
+ALLOWED_HOSTS_ASKED = ["127.0.0.1"] + [h for h in os.environ.get("ARCHIVER_ALLOWED_HOSTS", "").split(",") if h]
+ALLOWED_HOSTS = [h for h in [*ALLOWED_HOSTS_ASKED, "localhost", "[::1]"]
+                 if h.strip("[]").lower() != ARCHIVER.replay_host]
 
 INSTALLED_APPS = [
     "django.contrib.admin",

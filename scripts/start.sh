@@ -89,6 +89,7 @@ REPLAY_URL=$("$PY" -c 'from archiver import conf; print(conf.get().replay_url)')
 REPLAY_BIND=$("$PY" -c 'from archiver import conf; print(conf.get().replay_listen)')
 "$ROOT/.venv/bin/gunicorn" archiver.replay_wsgi:application \
     --bind "$REPLAY_BIND" --workers 2 --threads 4 --umask 0077 \
+    --logger-class archiver.replay_logging.AccessLogger \
     --pid "$ARCHIVER_DATA_DIR/run/replay.pid" \
     --access-logfile "$ARCHIVER_DATA_DIR/run/replay-access.log" \
     --error-logfile "$ARCHIVER_DATA_DIR/run/replay-error.log" &

@@ -107,7 +107,7 @@ def data_dir(tmp_path, monkeypatch):
 def replay_client(settings, client):
     """The test client through the replay application's URLconf and middleware."""
     settings.ROOT_URLCONF = replay_settings.ROOT_URLCONF
-    for name in ("MIDDLEWARE", "SECURE_REFERRER_POLICY", "X_FRAME_OPTIONS"):
+    for name in ("MIDDLEWARE", "SECURE_REFERRER_POLICY"):
         setattr(settings, name, getattr(replay_settings, name))
     return client
 
@@ -184,3 +184,26 @@ def test_the_replay_origin_serves_replayweb_pages_worker(replay_client):
     worker.close()
     assert replay_client.get("/replay/../settings.py").status_code == 404
     assert replay_client.get("/replay/other.js").status_code == 404
+
+
+@pytest.mark.parametrize("replay_url", ["http://127.0.0.1:8090", "https://admin.example.org"])
+def test_a_replay_url_on_the_admins_host_name_stops_every_command(settings, monkeypatch, replay_url):
+    from crawls.checks import check_replay_origin
+
+    settings.ALLOWED_HOSTS_ASKED = ["127.0.0.1", "admin.example.org"]
+    monkeypatch.setattr("archiver.conf.get", lambda: Settings(replay_url=replay_url))
+    (error,) = check_replay_origin(None)
+    assert error.id == "archiver.E002" and "share the admin's cookies" in error.msg
+
+
+def test_no_log_line_of_the_replay_server_holds_a_capability():
+    import logging
+
+    from archiver.replay_logging import WithoutCapabilities, redacted
+
+    token = capability.mint("c" * 32, NOW)
+    line = f'"GET /c/{token}/files/1/a.wacz HTTP/1.1" 206 "http://x/replay/?source=%2Fc%2F{token}%2F"'
+    assert token.rsplit(".", 1)[1] not in redacted(line) and f"/c/{'c' * 32}.{NOW + 3600}." in redacted(line)
+    record = logging.LogRecord("django.request", logging.WARNING, __file__, 1, "Forbidden: %s", (f"/c/{token}/",), None)
+    WithoutCapabilities().filter(record)
+    assert token not in record.getMessage()

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import pytest
 
+from archiver.replay_logging import SIGNATURE
 from tests.admin.conftest import ROOT, log_in, wait_until
 from tests.runner.helpers import slow_site
 
@@ -335,6 +336,7 @@ def test_replay_shows_archived_pages_from_several_wacz_files(installation, admin
     replay_log = (installation.data_dir / "run" / "replay-access.log").read_text()
     assert "/replay.json HTTP/1.1\" 200" in replay_log
     assert '.wacz HTTP/1.1" 206' in replay_log
+    assert not SIGNATURE.search(replay_log), "a capability in the replay's access log"
     admin_log = (installation.data_dir / "run" / "admin-access.log").read_text()
     assert ".wacz" not in admin_log and "sw.js" not in admin_log
 
