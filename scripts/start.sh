@@ -87,6 +87,13 @@ done
 # http://127.0.0.2:8090): an app with no admin, no session and no cookies (docs/security.md).
 REPLAY_URL=$("$PY" -c 'from archiver import conf; print(conf.get().replay_url)')
 REPLAY_BIND=$("$PY" -c 'from archiver import conf; print(conf.get().replay_listen)')
+replay_host=${REPLAY_BIND%:*} replay_host=${replay_host#[} replay_host=${replay_host%]}
+replay_up() { (exec 3<>"/dev/tcp/$replay_host/${REPLAY_BIND##*:}") 2>/dev/null; }
+replay_failed() {
+    say "the replay server (gunicorn) cannot serve $REPLAY_BIND: $1 (another address: ARCHIVER_REPLAY_URL, docs/configuration.md)"
+    exit 1
+}
+replay_up && replay_failed "another program has it"
 "$ROOT/.venv/bin/gunicorn" archiver.replay_wsgi:application \
     --bind "$REPLAY_BIND" --workers 2 --threads 4 --umask 0077 \
     --logger-class archiver.replay_logging.AccessLogger \
@@ -95,6 +102,13 @@ REPLAY_BIND=$("$PY" -c 'from archiver import conf; print(conf.get().replay_liste
     --error-logfile "$ARCHIVER_DATA_DIR/run/replay-error.log" &
 REPLAY=$!
 trap 'kill "$GUNICORN" "$REPLAY" 2>/dev/null; wait "$GUNICORN" "$REPLAY" 2>/dev/null || true' EXIT
+deadline=$((SECONDS + 60))
+until replay_up; do
+    if ! kill -0 "$REPLAY" 2>/dev/null || ((SECONDS > deadline)); then
+        replay_failed "$(tail -n 1 "$ARCHIVER_DATA_DIR/run/replay-error.log" 2>/dev/null)"
+    fi
+    sleep 0.1
+done
 say "admin: http://127.0.0.1:$PORT/admin/ (gunicorn pid $GUNICORN)"
 say "replay: $REPLAY_URL, the admin's Replay pages frame it (gunicorn pid $REPLAY)"
 say "from another shell, put the archiver command on PATH: source $ROOT/.venv/bin/activate"
