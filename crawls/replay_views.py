@@ -29,7 +29,7 @@ ASSETS = {"": ("index.html", "text/html; charset=utf-8"),
 
 
 def granted(token: str) -> Crawl:
-    """The crawl the capability grants, or PermissionDenied-like 403 through Refused."""
+    """The crawl the capability grants (404 once it is gone); Refused if it grants nothing."""
     crawl_id = capability.crawl_of(token, time.time())
     return get_object_or_404(Crawl, pk=crawl_id)
 
