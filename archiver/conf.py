@@ -71,6 +71,8 @@ ENV = {
     "redis_public_url": "ARCHIVER_REDIS_PUBLIC_URL",
     "redis_max_bytes": "ARCHIVER_REDIS_MAX_BYTES",
     "crawl_redis_max_bytes": "ARCHIVER_CRAWL_REDIS_MAX_BYTES",
+    "replay_url": "ARCHIVER_REPLAY_URL",
+    "replay_bind": "ARCHIVER_REPLAY_BIND",
 }
 # Their values are never repeated in an error message (nor anywhere else).
 SECRET_VARIABLES = {"ARCHIVER_STORAGE_ACCESS_KEY", "ARCHIVER_STORAGE_SECRET_KEY",
@@ -169,6 +171,12 @@ class Settings(BaseModel):
     # evicted), and what one crawl's database may hold on any Redis before the crawl stops.
     redis_max_bytes: int = Field(default=1 << 30, ge=32 << 20, le=1 << 50)
     crawl_redis_max_bytes: int = Field(default=256 << 20, ge=1 << 20, le=1 << 50)
+    # The origin archived pages are replayed on: never the admin's host name (cookies ignore
+    # ports). 127.0.0.2 is loopback on Linux, a host of its own for the browser, and, like
+    # 127.0.0.1, trusted for service workers without TLS (docs/security.md#replay).
+    replay_url: str = "http://127.0.0.2:8090"
+    # host:port the replay server listens on; unset: the replay URL's host and port.
+    replay_bind: str | None = None
 
     @field_validator("data_dir")
     @classmethod
@@ -297,6 +305,21 @@ class Settings(BaseModel):
             raise ValueError("must be http(s)://host[:port], with no path, query or credentials")
         return f"{parts.scheme}://{parts.netloc}"
 
+    @field_validator("replay_url")
+    @classmethod
+    def _replay_origin(cls, value: str) -> str:
+        return origin_of(value)
+
+    @field_validator("replay_bind")
+    @classmethod
+    def _replay_bind(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, _, port = value.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c.isspace() for c in value):
+            raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:8090")
+        return value
+
     @model_validator(mode="after")
     def _storage_complete(self) -> Settings:
         if self.s3_url is None:
@@ -376,6 +399,20 @@ class Settings(BaseModel):
         return tuple(str(network) for network in parse_networks(split_networks(value)))
 
     @property
+    def replay_host(self) -> str:
+        """The replay origin's host name, which the admin must never answer to."""
+        return urlsplit(self.replay_url).hostname
+
+    @property
+    def replay_listen(self) -> str:
+        """Where the replay server binds (gunicorn's --bind)."""
+        if self.replay_bind:
+            return self.replay_bind
+        parts = urlsplit(self.replay_url)
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        return f"{host}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+
+    @property
     def run_dir(self) -> Path:
         """Sockets, pid files and the embedded Redis's files."""
         return self.data_dir / "run"
@@ -407,6 +444,20 @@ def local_storage(value: str, data_dir: Path | None) -> str | None:
     if data_dir.is_relative_to(path):
         raise ValueError(f"{path} holds the data dir {data_dir}: name a folder of its own")
     return str(path)
+
+
+def origin_of(value: str) -> str:
+    """scheme://host[:port] of an http(s) URL that names nothing more (no path, query or
+    credentials); ValueError otherwise."""
+    parts = urlsplit(value.strip())
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok \
+            or parts.path.strip("/") or parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError("must be http(s)://host[:port], with no path, query or credentials")
+    return f"{parts.scheme}://{parts.netloc.lower()}"
 
 
 def constraints(value) -> tuple[str, ...]:

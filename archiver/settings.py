@@ -64,9 +64,13 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 DEBUG = os.environ.get("ARCHIVER_DEBUG") == "1"
-ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"] + [
-    h for h in os.environ.get("ARCHIVER_ALLOWED_HOSTS", "").split(",") if h
-]
+# The admin never answers to the replay origin's host name (ARCHIVER_REPLAY_URL): archived
+# pages run there, and cookies are shared by every port of a host name. (Naming it in
+# ARCHIVER_ALLOWED_HOSTS, or 127.0.0.1, which start.sh serves the admin on, is an error of
+# crawls/checks.py; localhost and [::1] are quietly left to the replay.)
+ALLOWED_HOSTS_ASKED = ["127.0.0.1"] + [h for h in os.environ.get("ARCHIVER_ALLOWED_HOSTS", "").split(",") if h]
+ALLOWED_HOSTS = [h for h in [*ALLOWED_HOSTS_ASKED, "localhost", "[::1]"]
+                 if h.strip("[]").lower() != ARCHIVER.replay_host]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -89,6 +93,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "archiver.csp.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "archiver.urls"
@@ -157,14 +162,13 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
-# ReplayWeb.page's files (scripts/replay-files.sh) are in crawls/static/crawls/replay/ of a
-# clone, or, for an installed wheel, whose package folder is nobody's to write, in the data
-# dir's replay/ (`bash scripts/replay-files.sh "$ARCHIVER_DATA_DIR/replay"`, docs/admin.md).
-REPLAY_DIR = DATA_DIR / "replay"
-STATICFILES_DIRS = [("crawls/replay", REPLAY_DIR)] if REPLAY_DIR.is_dir() else []
-# /static/crawls/replay/ serves its index.html: ReplayWeb.page's frame before its service
-# worker takes over.
-WHITENOISE_INDEX_FILE = True
+# ReplayWeb.page's files (scripts/replay-files.sh) are in crawls/replayweb/ of a clone, or,
+# for an installed wheel, whose package folder is nobody's to write, in the data dir's
+# replay/ (docs/admin.md). Only the replay origin serves them (crawls/replay_views.py), never
+# the admin's static files: its service worker must not control the admin's origin.
+REPLAY_DIRS = [PACKAGE_DIR.parent / "crawls" / "replayweb", DATA_DIR / "replay"]
+# No script of a page may read the CSRF token (Django's forms carry it in a hidden field).
+CSRF_COOKIE_HTTPONLY = True
 LOGIN_URL = "admin:login"
 
 LOGGING = {

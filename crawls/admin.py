@@ -236,7 +236,6 @@ class CrawlAdmin(admin.ModelAdmin):
             path("<str:pk>/files/<int:file_pk>/<str:name>", view(admin_views.download),
                  name="crawls_crawl_download"),
             path("<str:pk>/replay/", view(admin_views.replay), name="crawls_crawl_replay"),
-            path("<str:pk>/replay.json", view(admin_views.replay_json), name="crawls_crawl_replay_json"),
             path("<str:pk>/log/", view(admin_views.log_page), name="crawls_crawl_log"),
             path("<str:pk>/edit/", view(admin_views.edit_crawl), name="crawls_crawl_edit"),
             *super().get_urls(),

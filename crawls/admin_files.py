@@ -1,7 +1,9 @@
-"""Serving a crawl's archive files to the admin, with HTTP Range requests.
+"""Serving a crawl's archive files, with HTTP Range requests: as downloads to the admin
+and its API, and to ReplayWeb.page on the replay origin (crawls/replay_views.py).
 
 An archive in object storage is streamed through this view (GetObject with the same Range),
-not redirected to a presigned URL: the admin's login and permissions then guard every byte,
+not redirected to a presigned URL: the admin's login and permissions (or, on the replay
+origin, a capability the admin minted after checking them) then guard every byte,
 the bucket stays private and needs no CORS rule for ReplayWeb.page's service worker, and the
 browser never needs to reach the storage endpoint (often an address only the hosts see).
 
@@ -26,6 +28,12 @@ from crawls.retention import UnsafePath, kept_path
 
 CHUNK = 256 * 1024
 WACZ_TYPE = "application/wacz"
+
+
+def file_name(crawl_file) -> str:
+    """The name a download of the file gets: its own, ending in .wacz."""
+    name = crawl_file.path.rsplit("/", 1)[-1]
+    return name if name.endswith(".wacz") else f"{name}.wacz"
 
 
 def open_archive(data_dir: Path, relative: str):
@@ -72,6 +80,16 @@ def read_span(handle, first: int, last: int):
             yield chunk
 
 
+def never_rendered(response: HttpResponse) -> HttpResponse:
+    """An archive's answer is bytes to save or to read by fetch(), never a document: a
+    browser that is sent to it shows no archived script on this origin (nosniff comes from
+    SecurityMiddleware; the sandbox gives anything rendered an origin of its own)."""
+    response["Accept-Ranges"] = "bytes"
+    response["Cache-Control"] = "private, no-store"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    return response
+
+
 def serve_archive(request, data_dir: Path, relative: str, filename: str) -> HttpResponse:
     handle, size = open_archive(data_dir, relative)
     wanted = byte_range(request.headers.get("Range", ""), size) if "Range" in request.headers else None
@@ -88,9 +106,7 @@ def serve_archive(request, data_dir: Path, relative: str, filename: str) -> Http
                                          content_type=WACZ_TYPE)
         response["Content-Range"] = f"bytes {first}-{last}/{size}"
         response["Content-Length"] = str(last - first + 1)
-    response["Accept-Ranges"] = "bytes"
-    response["Cache-Control"] = "private, no-store"
-    return response
+    return never_rendered(response)
 
 
 def serve_object(request, crawl_file, filename: str) -> HttpResponse:
@@ -107,8 +123,7 @@ def serve_object(request, crawl_file, filename: str) -> HttpResponse:
         if wanted == "unsatisfiable":
             response = HttpResponse(status=416)
             response["Content-Range"] = f"bytes */{size}"
-            response["Accept-Ranges"] = "bytes"
-            return response
+            return never_rendered(response)
         first, last = wanted or (0, size - 1)
         body = store.read(crawl_file.path, first, last) if size else iter(())
     except storage.StorageError as exc:
@@ -119,6 +134,4 @@ def serve_object(request, crawl_file, filename: str) -> HttpResponse:
         response["Content-Range"] = f"bytes {first}-{last}/{size}"
     else:
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    response["Accept-Ranges"] = "bytes"
-    response["Cache-Control"] = "private, no-store"
-    return response
+    return never_rendered(response)

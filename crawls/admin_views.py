@@ -7,6 +7,9 @@ anything is written. Buttons call the same model methods as the CLI.
 
 from __future__ import annotations
 
+import time
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -18,8 +21,8 @@ from django.utils import timezone
 
 from archiver import conf
 from archiver.errors import NotAllowed
-from crawls import storage, wake
-from crawls.admin_files import serve_archive, serve_object
+from crawls import capability, storage, wake
+from crawls.admin_files import file_name, serve_archive, serve_object
 from crawls.admin_forms import CrawlForm, config_initial
 from crawls.cli import age, duration
 from crawls.config import human_size
@@ -238,43 +241,26 @@ def download(modeladmin, request, pk: str, file_pk: int, name: str):
     return serve_archive(request, conf.get().data_dir, crawl_file.path, file_name(crawl_file))
 
 
-def file_name(crawl_file: CrawlFile) -> str:
-    name = crawl_file.path.rsplit("/", 1)[-1]
-    return name if name.endswith(".wacz") else f"{name}.wacz"
-
-
 def download_url(crawl_file: CrawlFile) -> str:
     return reverse("admin:crawls_crawl_download",
                    args=[crawl_file.crawl_id, crawl_file.pk, file_name(crawl_file)])
 
 
 def replay(modeladmin, request, pk: str):
+    """The crawl replayed in a frame of the replay origin, to a capability for this crawl
+    (crawls/capability.py): archived pages never run on the admin's origin."""
     require(request, "view")
     crawl = get_object_or_404(Crawl, pk=pk)
-    files = list(crawl.files.order_by("created_at"))
-    if not files:
+    if not crawl.files.exists():
         raise Http404("this crawl has no archive files yet")
-    source = download_url(files[0]) if len(files) == 1 else reverse(
-        "admin:crawls_crawl_replay_json", args=[crawl.pk])
+    token = capability.mint(crawl.id, time.time())
+    query = urlencode({"url": request.GET["url"]}) if request.GET.get("url") else ""
     context = {
         **modeladmin.admin_site.each_context(request), "opts": Crawl._meta, "crawl": crawl,
-        "title": f"Replay of crawl {crawl.short_id}", "source": request.build_absolute_uri(source),
-        "url": request.GET.get("url") or (crawl.seeds[0] if crawl.seeds else ""),
+        "title": f"Replay of crawl {crawl.short_id}",
+        "frame": f"{conf.get().replay_url}/c/{token}/" + (f"?{query}" if query else ""),
     }
     return TemplateResponse(request, "admin/crawls/crawl/replay.html", context)
-
-
-def replay_json(modeladmin, request, pk: str):
-    """Every WACZ of a crawl as one multi-WACZ package for ReplayWeb.page."""
-    require(request, "view")
-    crawl = get_object_or_404(Crawl, pk=pk)
-    resources = [
-        {"name": file_name(f), "path": request.build_absolute_uri(download_url(f)),
-         "hash": f"sha256:{f.sha256}", "crawlId": crawl.id}
-        for f in crawl.files.order_by("created_at")
-    ]
-    return JsonResponse({"profile": "multi-wacz-package", "resources": resources},
-                        headers={"Cache-Control": "no-store"})
 
 
 # --- the log -------------------------------------------------------------------------------

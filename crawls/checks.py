@@ -7,6 +7,7 @@ import shutil
 import stat
 from pathlib import Path
 
+from django.conf import settings as django_settings
 from django.core.checks import Error, Warning, register
 
 from archiver import conf
@@ -33,6 +34,19 @@ def check_redis_available(app_configs, **kwargs):
                 id="archiver.W001",
             )
         ]
+    return []
+
+
+@register()
+def check_replay_origin(app_configs, **kwargs):
+    """The replay origin shares no host name with the admin (cookies ignore ports)."""
+    host = conf.get().replay_host
+    if host in {h.strip("[]").lower() for h in django_settings.ALLOWED_HOSTS_ASKED}:
+        return [Error(
+            f"ARCHIVER_REPLAY_URL's host {host} is also the admin's: archived pages replayed "
+            "there would share the admin's cookies (every port of a host name does)",
+            hint="give the replay a host name of its own, e.g. http://127.0.0.2:8090 (the default)",
+            id="archiver.E002")]
     return []
 
 

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Fetches ReplayWeb.page's two static files (ui.js, sw.js) into crawls/static/crawls/replay/
-# (or the folder given) for the admin's Replay page. They are not in the repository, nor in
-# archiver's wheel: they come from the npm registry (`npm pack`), and the tarball must match
+# Fetches ReplayWeb.page's two files (ui.js, sw.js) into crawls/replayweb/ (or the folder
+# given) for the replay origin (crawls/replay_views.py serves them; the admin never does).
+# They are not in the repository, nor in archiver's wheel: they come from the npm registry (`npm pack`), and the tarball must match
 # the sha512 integrity the registry publishes for that version (`npm view`), or nothing is
 # installed.
 #
 #   bash scripts/replay-files.sh            # does nothing if this version is already there
 #   REPLAYWEBPAGE_VERSION=2.5.3 bash scripts/replay-files.sh
 #   bash scripts/replay-files.sh "$ARCHIVER_DATA_DIR/replay"   # for an installed wheel
-#                                           # (archiver/settings.py serves it from there)
+#                                           # (the replay origin serves it from there)
 set -euo pipefail
 # The folder given may be the first thing created in a data dir, which must stay private.
 umask 077
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VERSION=${REPLAYWEBPAGE_VERSION:-2.5.3}
-DEST=${1:-$REPO/crawls/static/crawls/replay}
+DEST=${1:-$REPO/crawls/replayweb}
 
 say() { printf 'replay-files: %s\n' "$*" >&2; }
 
@@ -47,9 +47,8 @@ tar -xzf "$work/$tarball" -C "$work" package/ui.js package/sw.js
 mkdir -p "$DEST"
 install -m 0644 "$work/package/ui.js" "$work/package/sw.js" "$DEST/"
 # ReplayWeb.page frames <replay base>/?...; its service worker answers that once active. Until
-# then this placeholder is what loads (same origin, no X-Frame-Options: DENY), so the
-# player can see the worker is not in control yet and reload the frame.
+# then this placeholder is what loads (the replay origin's, framable), so the player can see
+# the worker is not in control yet and reload the frame.
 printf '<!doctype html><title>ReplayWeb.page</title>\n' >"$DEST/index.html"
 echo "$VERSION" >"$DEST/.version"
 say "ReplayWeb.page $VERSION installed in ${DEST#"$REPO"/} (integrity $expected)"
-[[ $# -eq 0 ]] || say "run \`archiver collectstatic --noinput\` (with the same ARCHIVER_DATA_DIR) to serve them"

@@ -59,8 +59,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ crawler/pyproject.t
 fi
 
 "$ARCHIVER" migrate --noinput -v0
-bash "$ROOT/scripts/replay-files.sh"  # ReplayWeb.page for the admin's Replay page (npm, checked)
-"$ARCHIVER" collectstatic --noinput -v0
+bash "$ROOT/scripts/replay-files.sh"  # ReplayWeb.page for the replay origin (npm, checked)
+# --clear: the admin's static files once held ReplayWeb.page, which only the replay origin serves.
+"$ARCHIVER" collectstatic --noinput --clear -v0
 "$ARCHIVER" ensureadmin
 
 mkdir -p "$ARCHIVER_DATA_DIR/run"
@@ -82,7 +83,34 @@ until listening "$PORT"; do
     fi
     sleep 0.1
 done
+# Archived pages are replayed on an origin of their own (ARCHIVER_REPLAY_URL, by default
+# http://127.0.0.2:8090): an app with no admin, no session and no cookies (docs/security.md).
+REPLAY_URL=$("$PY" -c 'from archiver import conf; print(conf.get().replay_url)')
+REPLAY_BIND=$("$PY" -c 'from archiver import conf; print(conf.get().replay_listen)')
+replay_host=${REPLAY_BIND%:*} replay_host=${replay_host#[} replay_host=${replay_host%]}
+replay_up() { (exec 3<>"/dev/tcp/$replay_host/${REPLAY_BIND##*:}") 2>/dev/null; }
+replay_failed() {
+    say "the replay server (gunicorn) cannot serve $REPLAY_BIND: $1 (another address: ARCHIVER_REPLAY_URL, docs/configuration.md)"
+    exit 1
+}
+replay_up && replay_failed "another program has it"
+"$ROOT/.venv/bin/gunicorn" archiver.replay_wsgi:application \
+    --bind "$REPLAY_BIND" --workers 2 --threads 4 --umask 0077 \
+    --logger-class archiver.replay_logging.AccessLogger \
+    --pid "$ARCHIVER_DATA_DIR/run/replay.pid" \
+    --access-logfile "$ARCHIVER_DATA_DIR/run/replay-access.log" \
+    --error-logfile "$ARCHIVER_DATA_DIR/run/replay-error.log" &
+REPLAY=$!
+trap 'kill "$GUNICORN" "$REPLAY" 2>/dev/null; wait "$GUNICORN" "$REPLAY" 2>/dev/null || true' EXIT
+deadline=$((SECONDS + 60))
+until replay_up; do
+    if ! kill -0 "$REPLAY" 2>/dev/null || ((SECONDS > deadline)); then
+        replay_failed "$(tail -n 1 "$ARCHIVER_DATA_DIR/run/replay-error.log" 2>/dev/null)"
+    fi
+    sleep 0.1
+done
 say "admin: http://127.0.0.1:$PORT/admin/ (gunicorn pid $GUNICORN)"
+say "replay: $REPLAY_URL, the admin's Replay pages frame it (gunicorn pid $REPLAY)"
 say "from another shell, put the archiver command on PATH: source $ROOT/.venv/bin/activate"
 say "(or call it as $ARCHIVER), then add a crawl: archiver add https://example.org/"
 if [ -z "${ARCHIVER_CRAWL_ALLOW_NETWORKS:-}" ]; then

@@ -150,9 +150,16 @@ def checkout(tmp_path) -> Path:
 def start(checkout: Path, port: int, **env) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("ARCHIVER_", "DJANGO_"))}
     environ.update(ARCHIVER_PORT=str(port), ARCHIVER_DATA_DIR=str(checkout / "data"),
-                   PYTHONPATH=str(REPO), **env)
+                   PYTHONPATH=str(REPO), ARCHIVER_REPLAY_URL=f"http://127.0.0.2:{free_port('127.0.0.2')}")
+    environ.update(env)
     return subprocess.run([BASH, str(checkout / "scripts" / "start.sh")], env=environ,
                           capture_output=True, text=True, timeout=90)
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
 
 
 def archiver_calls(checkout: Path) -> list[str]:
@@ -211,3 +218,18 @@ def test_start_hints_a_first_crawl_that_works_as_printed(checkout):
     opened = start(checkout, port, ARCHIVER_CRAWL_ALLOW_NETWORKS="127.0.0.1/32")
     assert opened.returncode == 0, opened.stderr
     assert "127.0.0.1:8001" not in opened.stderr  # networks are open: no need to say how
+
+
+def test_start_serves_the_replay_origin_and_stops_when_its_port_is_taken(checkout):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.2", 0))
+        holder.listen()
+        replay_port = holder.getsockname()[1]
+        result = start(checkout, free_port("127.0.0.1"), ARCHIVER_REPLAY_URL=f"http://127.0.0.2:{replay_port}")
+    assert result.returncode == 1
+    assert (f"[start] the replay server (gunicorn) cannot serve 127.0.0.2:{replay_port}: another program "
+            "has it (another address: ARCHIVER_REPLAY_URL, docs/configuration.md)") in result.stderr.splitlines()
+    assert "run --daemon" not in archiver_calls(checkout)
+    started = start(checkout, free_port("127.0.0.1"))
+    assert started.returncode == 0, started.stderr
+    assert "[start] replay: http://127.0.0.2:" in started.stderr

@@ -37,6 +37,7 @@ IN_THE_WHEEL = [
     "archiver/cli.py", "archiver/settings.py", "runner/local_wrapper.py",
     "crawls/migrations/0001_initial.py", "crawls/static/crawls/live.js",
     "crawls/static/crawls/admin.css", "crawls/templates/admin/crawls/crawl/replay.html",
+    "crawls/templates/replay/page.html", "archiver/replay_wsgi.py",
     "archiver_crawler/netpolicy.py", "archiver_crawler/launch.py",
 ]
 
@@ -83,7 +84,7 @@ def venv(wheel, tmp_path_factory) -> Path:
 def test_the_wheel_holds_the_packages_templates_static_files_and_migrations(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert set(IN_THE_WHEEL) <= names
-    assert not [n for n in names if n.startswith(("tests/", "bench/", "crawls/static/crawls/replay/"))]
+    assert not [n for n in names if n.startswith(("tests/", "bench/", "crawls/replayweb/", "crawls/static/crawls/replay/"))]
     metadata = zipfile.ZipFile(wheel).read(f"archiver-{archiver.__version__}.dist-info/METADATA")
     assert b"Requires-Python: >=3.11\n" in metadata
 
@@ -140,7 +141,9 @@ def test_the_installed_wheel_migrates_serves_its_static_files_and_crawls(install
     static = installed.data_dir / "static"
     assert (static / "admin" / "css" / "base.css").is_file()
     assert (static / "crawls" / "live.js").is_file()
-    assert (static / "crawls" / "replay" / "ui.js").is_file()
+    assert not (static / "crawls" / "replay").exists()  # only the replay origin serves it
+    assert installed("shell", "-v0", "-c", "from crawls.replay_views import replay_folder; "
+                     "print(replay_folder())").strip() == str(installed.data_dir / "replay")
     where = installed("shell", "-v0", "-c", "import archiver_crawler, crawls; "
                       "from django.template.loader import get_template; "
                       "print(crawls.__file__, archiver_crawler.__file__, "

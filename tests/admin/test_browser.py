@@ -1,14 +1,14 @@
 """The admin as a person uses it, in a real headless Chromium (Debian's chromium and
-chromium-driver, through Selenium), against the admin served by gunicorn exactly as
-scripts/start.sh serves it, with a real daemon (local launcher) crawling a site on
+chromium-driver, through Selenium), against the admin and the replay origin served by
+gunicorn exactly as scripts/start.sh serves them (tests/admin/conftest.py), with a real daemon (local launcher) crawling a site on
 127.0.0.1.
 
 One journey: log in; a bad seed is refused with the CLI's words; a crawl is added with the
 form; the list's progress changes without a reload; pause and resume from the crawl's
 buttons; the list shows it complete, still without a reload; the crawl's page; each WACZ
 downloaded in the browser matches its recorded sha256 (and answers a Range request); Replay
-makes the player read every WACZ through its download URL in ranges and show the archived
-seed page (and a page below it) inside its frame; delete removes the crawl and its files.
+frames the replay origin, whose player shows the archived seed page (and a page below it)
+and reads every WACZ there in ranges; delete removes the crawl and its files.
 A second test replays a crawl of two WACZ files (the multi-WACZ package) built here with
 warcio, and finds each archived page's text inside ReplayWeb.page's frame. Screenshots of
 each step go to test-artifacts/admin-browser/<test>/ (or $ARCHIVER_TEST_ARTIFACTS).
@@ -16,9 +16,6 @@ each step go to test-artifacts/admin-browser/<test>/ (or $ARCHIVER_TEST_ARTIFACT
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -26,14 +23,11 @@ from urllib.parse import quote
 
 import pytest
 
+from archiver.replay_logging import SIGNATURE
+from tests.admin.conftest import ROOT, log_in, wait_until
 from tests.runner.helpers import slow_site
-from tests.runner.test_daemon_process import Installation
-from tests.s3server import stop_process
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
-REPLAY_FILES = ROOT / "crawls" / "static" / "crawls" / "replay"
 
 # Finds text in the archived page ReplayWeb.page shows: the frame it loads from its service
 # worker's replay URL (.../w/<collection>/<timestamp>mp_/<url>), nested in same-origin
@@ -73,146 +67,6 @@ fetch(url, {credentials: "same-origin", headers})
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(condition, timeout: float, what: str, interval: float = 0.25):
-    return wait_for(condition, timeout, interval, what)
-
-
-class Screenshots:
-    def __init__(self, driver, folder: Path):
-        self.driver, self.folder, self.count = driver, folder, 0
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-
-    def take(self, name: str) -> None:
-        self.count += 1
-        self.driver.save_screenshot(str(self.folder / f"{self.count:02d}-{name}.png"))
-
-
-@pytest.fixture
-def data_dir():
-    # Short, so the wake socket's path fits a Unix socket address.
-    import tempfile
-
-    path = Path(tempfile.mkdtemp(prefix="aadm-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def installation(data_dir):
-    if not (REPLAY_FILES / "ui.js").exists() or not (REPLAY_FILES / "sw.js").exists():
-        pytest.fail("ReplayWeb.page's files are missing: run bash scripts/replay-files.sh "
-                    "(scripts/test.sh does)")
-    inst = Installation(data_dir)
-    # Crawls of 127.0.0.1 must be allowed where an address policy applies (issue 10).
-    inst.env["ARCHIVER_CRAWL_ALLOW_NETWORKS"] = "127.0.0.0/8"
-    inst.manage("migrate", "-v0")
-    inst.manage("collectstatic", "--noinput", "-v0")
-    inst.manage("ensureadmin")
-    try:
-        yield inst
-    finally:
-        inst.clean_up()
-
-
-@pytest.fixture
-def admin_url(installation):
-    """The admin served by gunicorn with start.sh's options; its base URL.
-
-    A free port can be taken by another process before gunicorn binds it (the machine is
-    shared): then gunicorn exits, and it is started again on another port.
-    """
-    server, log = None, open(installation.data_dir / "gunicorn.log", "w")  # noqa: SIM115
-    try:
-        for _ in range(3):
-            port = free_port()
-            server = start_gunicorn(installation, port, log)
-            if serving(server, port):
-                break
-            server.wait()
-        else:
-            pytest.fail(f"gunicorn did not start: {(installation.data_dir / 'gunicorn.log').read_text()[-2000:]}")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        if server is not None:
-            stop_process(server, timeout=20)
-        log.close()
-
-
-def start_gunicorn(installation, port: int, log) -> subprocess.Popen:
-    run = installation.data_dir / "run"
-    run.mkdir(exist_ok=True)
-    return subprocess.Popen(  # the command line of scripts/start.sh
-        [str(Path(sys.executable).parent / "gunicorn"), "archiver.wsgi:application",
-         "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4", "--umask", "0077",
-         "--pid", str(run / "gunicorn.pid"),
-         "--access-logfile", str(run / "admin-access.log"),
-         "--error-logfile", str(run / "admin-error.log")],
-        cwd=ROOT, env=installation.env, stdout=log, stderr=subprocess.STDOUT,
-    )
-
-
-def serving(server: subprocess.Popen, port: int) -> bool:
-    """Wait until gunicorn serves the admin (True) or has exited (False)."""
-    wait_until(lambda: server.poll() is not None or serves_the_admin(port), 60,
-               "gunicorn to serve the admin")
-    return server.poll() is None
-
-
-def serves_the_admin(port: int) -> bool:
-    """True once this port answers with archiver's log-in page (not some other server)."""
-    import urllib.error
-    import urllib.request
-
-    try:
-        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
-        with direct.open(f"http://127.0.0.1:{port}/admin/login/", timeout=2) as page:
-            return b"archiver" in page.read(65536)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        pytest.fail("chromium and chromium-driver are not installed (scripts/test.sh installs them)")
-    monkeypatch.setenv("SE_OFFLINE", "true")  # never let Selenium download a browser
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    for argument in (
-        "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000",
-        "--no-first-run", "--disable-background-networking", "--disable-component-update",
-        "--disable-default-apps", "--disable-sync", "--disable-extensions",
-        # Anything not on loopback goes to a proxy that does not exist: the test stays local.
-        "--proxy-server=http://127.0.0.1:9",  # loopback itself is never proxied
-    ):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
-    driver.set_page_load_timeout(60)
-    driver.set_script_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-@pytest.fixture
-def shots(browser, request) -> Screenshots:
-    folder = Path(os.environ.get("ARCHIVER_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "admin-browser"
-    return Screenshots(browser, folder / request.node.name)
-
-
 def cli_refusal(installation, *args: str) -> str:
     result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=installation.env,
                             capture_output=True, text=True, timeout=60)
@@ -232,13 +86,27 @@ def text_of(driver, css: str) -> str:
         return ""
 
 
+def replayed_text_found(driver, text: str) -> bool:
+    """Whether `text` is in the archived page of the admin's Replay frame (the replay
+    origin's page: WebDriver enters a cross-origin frame, a script of the admin could not)."""
+    from selenium.webdriver.common.by import By
+
+    frames = driver.find_elements(By.CSS_SELECTOR, "iframe#replay")
+    if frames:  # (before issue 21 the player was in the admin's page itself)
+        driver.switch_to.frame(frames[0])
+    try:
+        return driver.execute_script(FIND_TEXT_JS, text)
+    finally:
+        driver.switch_to.default_content()
+
+
 def wait_for_replayed_text(driver, shots, text: str, name: str) -> None:
     """Wait for `text` in the archived page ReplayWeb.page shows. A person reloads a player
     whose first load raced its service worker's start (seen on a loaded machine): so does
     this, once."""
     for attempt in range(2):
         try:
-            wait_until(lambda: driver.execute_script(FIND_TEXT_JS, text), 60,
+            wait_until(lambda: replayed_text_found(driver, text), 60,
                        f"{text!r} inside the replay frame", interval=1)
             break
         except AssertionError:
@@ -361,11 +229,11 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
     # through their download URLs, in ranges, and shows the seed's archived page in its
     # frame; then a page below it, opened by URL.
     press(driver, "replay")
-    access_log = installation.data_dir / "run" / "admin-access.log"
-    paths = [link.removeprefix(admin_url) for link in links]
-    wait_until(lambda: all(f"GET {path} HTTP/1.1\" 206" in access_log.read_text() for path in paths),
-               60, "the player's range requests for every WACZ", interval=1)
+    access_log = installation.data_dir / "run" / "replay-access.log"
+    paths = [link.split(f"/crawl/{crawl_id}", 1)[1] for link in links]  # /files/<pk>/<name>
     wait_for_replayed_text(driver, shots, "Page 0", "replay-seed")
+    wait_until(lambda: all(f"{path} HTTP/1.1\" 206" in access_log.read_text() for path in paths),
+               60, "the player's range requests (on the replay origin) for every WACZ", interval=1)
     replay_url = driver.current_url.split("?")[0]
     driver.get(f"{replay_url}?url={quote(site.url + 'p1.html')}")
     wait_for_replayed_text(driver, shots, "Page 1", "replay-p1")
@@ -385,9 +253,10 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
 # --- replay of several WACZ files ----------------------------------------------------------
 
 
-def stored_wacz(path: Path, url: str, text: str) -> tuple[int, str]:
-    """A one-page WACZ with every entry STORED (as ReplayWeb.page reads them by range);
-    returns its size and sha256."""
+def stored_wacz(path: Path, url: str, text: str, body: str | None = None) -> tuple[int, str]:
+    """A one-page WACZ with every entry STORED (as ReplayWeb.page reads them by range),
+    its page titled `text` (and, unless `body` is given, saying it); returns its size and
+    sha256."""
     import datetime as dt
     import hashlib
     import io
@@ -398,7 +267,7 @@ def stored_wacz(path: Path, url: str, text: str) -> tuple[int, str]:
     from warcio.warcwriter import WARCWriter
 
     warc = io.BytesIO()
-    body = f"<!doctype html><html><head><title>{text}</title></head><body><h1>{text}</h1></body></html>"
+    body = body or f"<!doctype html><html><head><title>{text}</title></head><body><h1>{text}</h1></body></html>"
     headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
     writer = WARCWriter(warc, gzip=True)
     payload = body.encode()  # with its length given, warcio needs no temporary file
@@ -436,42 +305,40 @@ print(crawl.id)
 """
 
 
-def log_in(driver, admin_url: str, installation) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.get(f"{admin_url}/admin/login/")
-    driver.find_element(By.ID, "id_username").send_keys("admin")
-    driver.find_element(By.ID, "id_password").send_keys(
-        (installation.data_dir / "admin-password").read_text().strip())
-    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    wait_until(lambda: "/admin/login/" not in driver.current_url, 60, "the log-in")
+def archived_crawl(installation, pages: list[tuple[str, str, str | None]]) -> str:
+    """A complete crawl of one WACZ per page (url, title, HTML body or None), its files in
+    the data dir's archives/; returns its id."""
+    staging = installation.data_dir / "staging"
+    staging.mkdir(exist_ok=True)
+    files = []
+    for n, (url, text, body) in enumerate(pages):
+        size, sha256 = stored_wacz(staging / f"{n}.wacz", url, text, body)
+        files.append((f"archives/{{id}}/session-{n}.wacz", size, sha256))
+    crawl_id = installation.manage("shell", "--no-imports", "-c", CREATE_CRAWL.format(
+        seed=pages[0][0], files=files)).strip().splitlines()[-1]
+    (installation.data_dir / "archives" / crawl_id).mkdir(parents=True)
+    for n in range(len(pages)):
+        (staging / f"{n}.wacz").rename(installation.data_dir / "archives" / crawl_id / f"session-{n}.wacz")
+    return crawl_id
 
 
 def test_replay_shows_archived_pages_from_several_wacz_files(installation, admin_url, browser, shots):
     """Two WACZ files of one crawl replay together (the multi-WACZ package), each page's text
-    found inside ReplayWeb.page's frame, loaded through the admin's Range-capable downloads."""
+    found inside ReplayWeb.page's frame, loaded in ranges from the replay origin (never the admin's)."""
     driver = browser
     urls = {"http://localhost:9/one.html": "Archived page one", "http://localhost:9/two.html": "Archived page two"}
-    placeholder = "archives/{id}"
-    files = []
-    staging = installation.data_dir / "staging"
-    staging.mkdir()
-    for n, (url, text) in enumerate(urls.items()):
-        size, sha256 = stored_wacz(staging / f"{n}.wacz", url, text)
-        files.append((f"{placeholder}/session-{n}.wacz", size, sha256))
-    crawl_id = installation.manage("shell", "--no-imports", "-c", CREATE_CRAWL.format(
-        seed="http://localhost:9/one.html", files=files)).strip().splitlines()[-1]
-    (installation.data_dir / "archives" / crawl_id).mkdir(parents=True)
-    for n in range(len(urls)):
-        (staging / f"{n}.wacz").rename(installation.data_dir / "archives" / crawl_id / f"session-{n}.wacz")
+    crawl_id = archived_crawl(installation, [(url, text, None) for url, text in urls.items()])
 
     log_in(driver, admin_url, installation)
     for url, text in urls.items():
         driver.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/replay/?url={quote(url)}")
         wait_for_replayed_text(driver, shots, text, f"replay-{url.rsplit('/', 1)[1]}")
-    access_log = (installation.data_dir / "run" / "admin-access.log").read_text()
-    assert f"/admin/crawls/crawl/{crawl_id}/replay.json" in access_log
-    assert '.wacz HTTP/1.1" 206' in access_log
+    replay_log = (installation.data_dir / "run" / "replay-access.log").read_text()
+    assert "/replay.json HTTP/1.1\" 200" in replay_log
+    assert '.wacz HTTP/1.1" 206' in replay_log
+    assert not SIGNATURE.search(replay_log), "a capability in the replay's access log"
+    admin_log = (installation.data_dir / "run" / "admin-access.log").read_text()
+    assert ".wacz" not in admin_log and "sw.js" not in admin_log
 
 
 def list_overflow(driver) -> dict:

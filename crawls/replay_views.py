@@ -1,0 +1,109 @@
+"""The replay origin's views: ReplayWeb.page and a crawl's archives, to a capability.
+
+This is a separate WSGI application (archiver/replay_wsgi.py, URLconf archiver/replay_urls.py)
+on a host name of its own (ARCHIVER_REPLAY_URL): archived pages run their scripts here, so
+here there is no session, no log-in and no admin, only what the capability in the path
+grants (crawls/capability.py): one crawl's archives, read-only, for an hour.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.http import FileResponse, Http404, HttpResponse, HttpResponseForbidden, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_safe
+
+from archiver import conf
+from crawls import capability, storage
+from crawls.admin_files import file_name, serve_archive, serve_object
+from crawls.models import Crawl, CrawlFile
+
+# ReplayWeb.page's files (scripts/replay-files.sh): its frame's placeholder, UI and worker.
+ASSETS = {"": ("index.html", "text/html; charset=utf-8"),
+          "ui.js": ("ui.js", "text/javascript; charset=utf-8"),
+          "sw.js": ("sw.js", "text/javascript; charset=utf-8")}
+
+
+def granted(token: str) -> Crawl:
+    """The crawl the capability grants (404 once it is gone); Refused if it grants nothing."""
+    crawl_id = capability.crawl_of(token, time.time())
+    return get_object_or_404(Crawl, pk=crawl_id)
+
+
+def refusal(exc: capability.Refused) -> HttpResponse:
+    return HttpResponseForbidden(f"{exc}\n", content_type="text/plain; charset=utf-8")
+
+
+def base(token: str) -> str:
+    return f"{conf.get().replay_url}/c/{token}/"
+
+
+def file_url(token: str, crawl_file: CrawlFile) -> str:
+    return f"{base(token)}files/{crawl_file.pk}/{file_name(crawl_file)}"
+
+
+@require_safe
+def page(request, token: str):
+    """ReplayWeb.page for one crawl (what the admin's Replay page frames)."""
+    try:
+        crawl = granted(token)
+    except capability.Refused as exc:
+        return refusal(exc)
+    files = list(crawl.files.order_by("created_at"))
+    if not files:
+        raise Http404("this crawl has no archive files yet")
+    source = file_url(token, files[0]) if len(files) == 1 else f"{base(token)}replay.json"
+    context = {"source": source, "url": request.GET.get("url") or (crawl.seeds[0] if crawl.seeds else "")}
+    return TemplateResponse(request, "replay/page.html", context)
+
+
+@require_safe
+def package(request, token: str):
+    """Every WACZ of the crawl as one multi-WACZ package for ReplayWeb.page."""
+    try:
+        crawl = granted(token)
+    except capability.Refused as exc:
+        return refusal(exc)
+    resources = [{"name": file_name(f), "path": file_url(token, f), "hash": f"sha256:{f.sha256}",
+                  "crawlId": crawl.id} for f in crawl.files.order_by("created_at")]
+    return JsonResponse({"profile": "multi-wacz-package", "resources": resources},
+                        headers={"Cache-Control": "no-store"})
+
+
+@require_safe
+def archive(request, token: str, file_pk: int, name: str):
+    """One WACZ of the crawl, with Range."""
+    try:
+        crawl = granted(token)
+    except capability.Refused as exc:
+        return refusal(exc)
+    crawl_file = get_object_or_404(CrawlFile, pk=file_pk, crawl=crawl)
+    if storage.is_object(crawl_file):
+        return serve_object(request, crawl_file, file_name(crawl_file))
+    return serve_archive(request, conf.get().data_dir, crawl_file.path, file_name(crawl_file))
+
+
+def replay_folder() -> Path:
+    """Where scripts/replay-files.sh put ReplayWeb.page (a clone's, else the data dir's)."""
+    for folder in settings.REPLAY_DIRS:
+        if (folder / "ui.js").is_file():
+            return folder
+    raise Http404("ReplayWeb.page is not installed: run bash scripts/replay-files.sh")
+
+
+@require_safe
+def asset(request, name: str = ""):
+    if name not in ASSETS:
+        raise Http404("no such file")
+    filename, content_type = ASSETS[name]
+    try:
+        handle = (replay_folder() / filename).open("rb")
+    except OSError:
+        raise Http404(f"{filename} of ReplayWeb.page is missing: run bash scripts/replay-files.sh") from None
+    response = FileResponse(handle, content_type=content_type)
+    response["Cache-Control"] = "no-cache"
+    return response
