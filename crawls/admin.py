@@ -88,7 +88,15 @@ class ReadOnlyInline(admin.TabularInline):
 class ProcessInline(ReadOnlyInline):
     model = Process
     fields = ("instance", "hostname", "launcher", "status", "exit_code", "exit_reason",
-              "started_at", "ended_at")
+              "pages", "size", "started_at", "ended_at")
+
+    @admin.display(description="pages done")
+    def pages(self, obj: Process) -> str:
+        return obj.counts_shown()[0]
+
+    @admin.display(description="size")
+    def size(self, obj: Process) -> str:
+        return obj.counts_shown()[1]
 
 
 class SnapshotInline(ReadOnlyInline):

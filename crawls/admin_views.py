@@ -206,17 +206,20 @@ def live_row(crawl: Crawl, now) -> dict:
 def live_detail(crawl: Crawl, now) -> dict:
     """What a crawl's own page refreshes besides its row: instances and newest pages."""
     return {
-        "processes": [
-            {"hostname": p.hostname, "status": p.status,
-             "exit": "-" if p.exit_code is None else f"{p.exit_code} {p.exit_reason}".strip(),
-             "started": age(p.started_at, now)}
-            for p in crawl.processes.order_by("-created_at")[:LIVE_PROCESSES]
-        ],
+        "processes": [live_process(p, now) for p in crawl.processes.order_by("-created_at")[:LIVE_PROCESSES]],
         "pages": [
             {"url": page.url, "status": page.status, "http_status": page.http_status or "-"}
             for page in crawl.snapshots.order_by("-id")[:LIVE_PAGES]
         ],
     }
+
+
+def live_process(process, now) -> dict:
+    """One row of a crawl's instances table; its pages and size once the session ended."""
+    pages, size = process.counts_shown()
+    exit_text = "-" if process.exit_code is None else f"{process.exit_code} {process.exit_reason}".strip()
+    return {"hostname": process.hostname, "status": process.status, "exit": exit_text,
+            "pages": pages, "size": size, "started": age(process.started_at, now)}
 
 
 def live(modeladmin, request):

@@ -863,6 +863,11 @@ class Process(Leased):
     counted_until = models.DateTimeField(
         null=True, blank=True, help_text="Running time up to here is in the crawl's exec seconds."
     )
+    pages_done = models.PositiveIntegerField(
+        default=0, help_text="Pages this session archived, recorded when it ended (docs/runner.md).")
+    size_bytes = models.BigIntegerField(default=0, help_text="Bytes of the archive kept for this session.")
+    done_at_start = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The crawl's pages done when this session was launched.")
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = ProcessQuerySet.as_manager()
@@ -882,6 +887,13 @@ class Process(Leased):
     def is_live(self) -> bool:
         return self.status in LIVE_PROCESS
 
+    def counts_shown(self) -> tuple[str, str]:
+        """Its pages done and size as people see them: "-" while it runs (they are recorded
+        when the session ends)."""
+        if self.is_live:
+            return "-", "-"
+        return str(self.pages_done), human_size(self.size_bytes)
+
     # Runner transitions, each from the states it may leave, saving only what it changes.
 
     def _update(self, allowed, **fields) -> bool:
@@ -892,10 +904,13 @@ class Process(Leased):
         return True
 
     def mark_running(self, now, *, ref: str = "", pid: int | None = None, image: str = "",
-                     args=(), runner: str = "", launcher: str = "") -> bool:
-        """Launched (or found running after a crash cut its launch short)."""
+                     args=(), runner: str = "", launcher: str = "", done: int | None = None) -> bool:
+        """Launched (or found running after a crash cut its launch short); `done` is the
+        crawl's pages done then, the base of the session's count if it keeps no archive."""
         fields = {"status": ProcessStatus.RUNNING, "retry_at": None,
                   "started_at": self.started_at or now, "counted_until": self.counted_until or now}
+        if self.done_at_start is None and done is not None:
+            fields["done_at_start"] = done
         fields.update({k: v for k, v in (("container_id", ref), ("pid", pid), ("image", image),
                                           ("args", list(args)), ("runner", runner),
                                           ("launcher", launcher)) if v})
@@ -911,6 +926,18 @@ class Process(Leased):
         return self._update(LIVE_PROCESS, status=ProcessStatus.LOST, exit_reason=reason,
                             log_tail=log_tail[-4000:], started_at=self.started_at or now,
                             ended_at=now, retry_at=None)
+
+    def ran_alone(self) -> bool:
+        """No other instance of its crawl ran while this one has (it is ending now)."""
+        others = Process.objects.filter(crawl_id=self.crawl_id, started_at__isnull=False).exclude(pk=self.pk)
+        if self.started_at is not None:
+            others = others.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=self.started_at))
+        return not others.exists()
+
+    def record_counts(self, pages: int, size: int) -> None:
+        """What this session archived (pages) and the bytes kept for it, once it ended."""
+        Process.objects.filter(pk=self.pk).update(pages_done=pages, size_bytes=size)
+        self.pages_done, self.size_bytes = pages, size
 
     def mark_removed(self, now) -> bool:
         """Stopped and removed by archiver (cancel, pause, stall restart, scale-down)."""

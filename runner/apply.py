@@ -291,7 +291,7 @@ def stop_one(rt: Runtime, obs, held: Held, action: StopOne) -> None:
 
 
 def mark_started(rt: Runtime, obs, held: Held, action: MarkStarted) -> None:
-    action.process.mark_running(obs.now)
+    action.process.mark_running(obs.now, done=obs.crawl.pages_done)
 
 
 def handle_exit(rt: Runtime, obs, held: Held, action: HandleExit) -> None:
@@ -397,17 +397,25 @@ def keep_session(rt: Runtime, crawl: Crawl, process: Process, now: dt.datetime) 
     """Keep what an ended instance archived, and forget it in its folder (docs/architecture.md):
     through the file boundary of runner/archive.py, its warnings in the crawl's log. The pages
     its WACZ holds are named after the kept file (with object storage: the recorded object
-    whose SHA-256 the session's WACZ has, read before that WACZ is deleted)."""
+    whose SHA-256 the session's WACZ has, read before that WACZ is deleted). Then the
+    session's counters (count_session)."""
+    session: list[str] = []  # the path (or key) of the file kept for this session
+
+    def named(path: str, entries: Iterator[dict]) -> None:
+        session.append(path)
+        name_listed(rt, crawl, path, entries, now)
+
     if rt.settings.s3 is not None:
-        kept, removed = uploads.keep_uploaded(
-            rt, crawl, process, now, lambda key, entries: name_listed(rt, crawl, key, entries, now))
+        kept, removed = uploads.keep_uploaded(rt, crawl, process, now, named)
         record_kept(rt, crawl, kept, now)
     else:
         data_dir, limits = rt.settings.data_dir, archive.Limits.of(rt.settings)
         kept, removed = archive.collect_session(data_dir, crawl, process, now, limits)
         record_kept(rt, crawl, kept, now)
         if kept.files:
+            session.append(kept.files[0].path)
             name_pages(rt, crawl, kept.files[0], now)
+    count_session(crawl, process, session[-1] if session else None)
     for warning in removed.warnings if removed else ():
         rt.note(crawl, warning, "warning", now)
     if removed is not None and crawl.redis_db is not None:
@@ -416,6 +424,19 @@ def keep_session(rt: Runtime, crawl: Crawl, process: Process, now: dt.datetime) 
         except (redis.RedisError, ArchiverError) as exc:
             log.warning("crawl %s: could not reset the size of %s (%s)", crawl.short_id,
                         process.hostname, type(exc).__name__)
+
+
+def count_session(crawl: Crawl, process: Process, path: str | None) -> None:
+    """Process.pages_done and size_bytes (docs/runner.md, "What a session counts"): the done
+    pages named after the file kept for the session, and that file's bytes. A session ending
+    now that kept none (canceled, crashed) counts what the crawl's pages done grew by while it
+    ran, when no other instance ran beside it (else they cannot be told apart: 0)."""
+    if path is not None:
+        size = crawl.files.filter(path=path).values_list("size", flat=True).first() or 0
+        pages = crawl.snapshots.filter(filename=path.rsplit("/", 1)[-1], status=SnapshotStatus.DONE)
+        process.record_counts(pages.count(), size)
+    elif process.is_live and process.done_at_start is not None and process.ran_alone():
+        process.record_counts(max(0, crawl.pages_done - process.done_at_start), 0)
 
 
 def name_pages(rt: Runtime, crawl: Crawl, kept: CrawlFile, now: dt.datetime) -> None:
@@ -519,7 +540,8 @@ def launch(rt: Runtime, obs, held: Held, action: Launch) -> None:
     found = find_started(rt, crawl, process)
     if found is not None:
         ref = found.ref if rt.launcher.ref_of(process) != found.ref else ""
-        process.mark_running(now, ref=ref, pid=found.pid, runner=rt.id, launcher=rt.launcher.name)
+        process.mark_running(now, ref=ref, pid=found.pid, runner=rt.id, launcher=rt.launcher.name,
+                             done=crawl.pages_done)
         rt.event(f"crawl {crawl.short_id}: instance {process.instance} was already running; following it")
         return
     start_instance(rt, crawl, held, process, now)
@@ -622,7 +644,8 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
         rt.note(crawl, f"launching instance {process.instance} failed: {exc}", "warning", now)
         return False
     process.mark_running(now, ref=launched.container_id, pid=launched.pid, image=launched.image,
-                         args=launched.args, runner=rt.id, launcher=rt.launcher.name)
+                         args=launched.args, runner=rt.id, launcher=rt.launcher.name,
+                         done=crawl.pages_done)
     rt.event(f"crawl {crawl.short_id}: launched instance {process.instance} ({rt.launcher.name})")
     if crawl.status in (S.STARTING, S.WAITING_CAPACITY):
         crawl.mark_running(held.token, now)

@@ -3,6 +3,7 @@ anonymous users are sent to the login page."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import time
 from html.parser import HTMLParser
@@ -910,6 +911,20 @@ def test_a_crawl_s_page_shows_its_instances_and_newest_pages_live(admin_client, 
     response = admin_client.get(reverse("admin:crawls_crawl_live"), {"id": busy_crawl.pk, "detail": "1"})
     (row,) = response.json()["crawls"]
     assert [{**p, "started": "-"} for p in row["processes"]] == [
-        {"hostname": "crawl-x-0", "status": "running", "exit": "-", "started": "-"}]
+        {"hostname": "crawl-x-0", "status": "running", "exit": "-", "pages": "-", "size": "-", "started": "-"}]
     assert [p["url"] for p in row["pages"]][:2] == ["https://example.com/page/119", "https://example.com/page/118"]
     assert len(row["pages"]) == 10
+
+
+def test_a_crawl_s_page_shows_what_each_ended_session_archived(admin_client, busy_crawl):
+    Process.objects.create(crawl=busy_crawl, instance=0, hostname="crawl-x-0", launcher="docker",
+                           status="exited", exit_code=0, exit_reason="done", pages_done=12,
+                           size_bytes=2_500_000, created_at=timezone.now() - dt.timedelta(hours=1))
+    page = admin_client.get(reverse("admin:crawls_crawl_change", args=[busy_crawl.pk])).content.decode()
+    inline = re.sub(r"\s+", " ", page.split('id="processes-group"')[1].split("</table>")[0])
+    assert "Pages done" in inline
+    assert '<td class="field-pages"> <p>12</p>' in inline and '<td class="field-size"> <p>2.5 MB</p>' in inline
+    response = admin_client.get(reverse("admin:crawls_crawl_live"), {"id": busy_crawl.pk, "detail": "1"})
+    (row,) = response.json()["crawls"]
+    assert [(p["status"], p["pages"], p["size"]) for p in row["processes"]] == [
+        ("running", "-", "-"), ("exited", "12", "2.5 MB")]

@@ -51,7 +51,8 @@ def recover(rt: Runtime, now: dt.datetime) -> bool:
             # Launched, but the row update was cut short (kill -9): record what runs. (A
             # local instance's ref is its row's path: there is no id to record.)
             ref = instance.ref if rt.launcher.ref_of(row) != instance.ref else ""
-            row.mark_running(now, ref=ref, pid=instance.pid, runner=rt.id, launcher=rt.launcher.name)
+            row.mark_running(now, ref=ref, pid=instance.pid, runner=rt.id, launcher=rt.launcher.name,
+                             done=crawl.pages_done)
     return found
 
 

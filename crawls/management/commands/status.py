@@ -188,12 +188,12 @@ def processes_table(crawl: Crawl, now) -> Table | Text:
     if not processes:
         return Text("processes: none", style="dim")
     table = Table(title="processes", title_justify="left", title_style="bold", box=None, pad_edge=False)
-    for column in ("HOST", "LAUNCHER", "STATUS", "EXIT", "STARTED", "ENDED"):
+    for column in ("HOST", "LAUNCHER", "STATUS", "EXIT", "PAGES", "SIZE", "STARTED", "ENDED"):
         table.add_column(column, no_wrap=True)
     for process in reversed(processes):
         exit_text = "-" if process.exit_code is None else f"{process.exit_code} {process.exit_reason}".strip()
         table.add_row(process.hostname, process.launcher, process.status, exit_text,
-                      age(process.started_at, now), age(process.ended_at, now))
+                      *process.counts_shown(), age(process.started_at, now), age(process.ended_at, now))
     return table
 
 

@@ -71,7 +71,7 @@
     const row0 = detail && rows.get(detail.dataset.liveDetail);
     if (row0) {
       fillTable(detail.querySelector("[data-live-table=processes]"), row0.processes,
-                ["hostname", "status", "exit", "started"]);
+                ["hostname", "status", "exit", "pages", "size", "started"]);
       fillTable(detail.querySelector("[data-live-table=pages]"), row0.pages,
                 ["url", "status", "http_status"]);
     }
