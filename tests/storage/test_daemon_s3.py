@@ -80,6 +80,10 @@ def check_recorded_once(inst: Installation, crawl_id: str, s3, bucket: str, tmp_
     # runner deleted it (there is no local copy to read later).
     assert dict(inst.query("SELECT url, filename FROM crawls_snapshot WHERE crawl_id = ?",
                            crawl_id)) == named
+    # Each session counts the pages and bytes of the object recorded for it.
+    per_object = {(list(named.values()).count(path.rsplit("/", 1)[1]), size) for path, _, size, _ in rows}
+    sessions = inst.query("SELECT pages_done, size_bytes FROM crawls_process WHERE crawl_id = ?", crawl_id)
+    assert set(sessions) <= per_object and sum(pages for pages, _ in sessions) == PAGES + 1
     (size_bytes, org_bytes), = inst.query(
         "SELECT c.size_bytes, o.bytes_stored FROM crawls_crawl c JOIN crawls_org o ON o.id = c.org_id "
         "WHERE c.id = ?", crawl_id)
