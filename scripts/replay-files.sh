@@ -18,6 +18,10 @@ DEST=${1:-$REPO/crawls/replayweb}
 
 say() { printf 'replay-files: %s\n' "$*" >&2; }
 
+# Checkouts from before the replay origin kept these files in the admin's static files, where
+# a wheel built from the checkout would still carry them: that folder is gone for good.
+rm -rf "$REPO/crawls/static/crawls/replay"
+
 if [[ -f $DEST/.version && $(<"$DEST/.version") == "$VERSION" && -f $DEST/ui.js && -f $DEST/sw.js
       && -f $DEST/index.html ]]; then
     exit 0
