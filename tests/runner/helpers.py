@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 import zipfile
 from collections.abc import Callable
@@ -171,3 +172,10 @@ def pause_and_resume(runner, make_crawl, settings, running: Callable[[], list]) 
     assert len(paths) == 2
     assert_disjoint_archives(paths, gen_pages(site))
     return crawl
+
+
+def script(path: Path, body: str) -> list[str]:
+    """A crawler command of the test's own: an executable shell script at `path`."""
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return [str(path)]

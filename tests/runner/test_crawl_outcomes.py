@@ -4,7 +4,6 @@ a site on 127.0.0.1."""
 from __future__ import annotations
 
 import io
-import stat
 
 import pytest
 from django.core.management import call_command
@@ -12,7 +11,7 @@ from django.core.management import call_command
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, ExitReason, Snapshot, SnapshotStatus
 from runner.launchers import LocalLauncher
-from tests.runner.helpers import drive, is_final
+from tests.runner.helpers import drive, is_final, script
 from tests.sitegen import serve_site
 
 S = CrawlStatus
@@ -61,10 +60,7 @@ def test_retrying_a_page_that_fails_again_leaves_the_crawl_complete_with_that_pa
 
 def silent_crawler(tmp_path) -> list[str]:
     """A crawler that exits 0 at once and reports nothing in Redis."""
-    path = tmp_path / "silent-crawler"
-    path.write_text("#!/bin/sh\nexit 0\n")
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    return [str(path)]
+    return script(tmp_path / "silent-crawler", "exit 0\n")
 
 
 def test_a_crawler_that_exits_0_without_reporting_fails_after_its_attempts(

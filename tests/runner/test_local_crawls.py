@@ -22,6 +22,7 @@ from tests.runner.helpers import (
     drive,
     is_final,
     processes_mentioning,
+    script,
     sha256,
     slow_site,
     status_of,
@@ -31,12 +32,6 @@ from tests.waiting import wait_for
 
 S = CrawlStatus
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
-
-
-def script(path, body: str) -> list[str]:
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    return [str(path)]
 
 
 def test_a_crawl_runs_to_complete_with_pages_and_a_verified_wacz(make_runner, make_crawl, settings, store):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import os
 import signal
-import stat
 
 import pytest
 from django.core.management import call_command
@@ -15,17 +14,11 @@ from crawls.config import human_size
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, ExitReason
 from runner.launchers import LocalLauncher, crawler_command
-from tests.runner.helpers import drive, is_final, slow_site, status_of
+from tests.runner.helpers import drive, is_final, script, slow_site, status_of
 from tests.sitegen import serve_site
 
 S = CrawlStatus
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
-
-
-def script(path, body: str) -> list[str]:
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    return [str(path)]
 
 
 def sessions(crawl) -> list[tuple[int, int]]:
