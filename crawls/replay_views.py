@@ -8,11 +8,12 @@ grants (crawls/capability.py): one crawl's archives, read-only, for an hour.
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
 from django.conf import settings
-from django.http import FileResponse, Http404, HttpResponse, HttpResponseForbidden, JsonResponse
+from django.http import FileResponse, Http404, HttpResponseForbidden, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_safe
@@ -28,14 +29,18 @@ ASSETS = {"": ("index.html", "text/html; charset=utf-8"),
           "sw.js": ("sw.js", "text/javascript; charset=utf-8")}
 
 
-def granted(token: str) -> Crawl:
-    """The crawl the capability grants (404 once it is gone); Refused if it grants nothing."""
-    crawl_id = capability.crawl_of(token, time.time())
-    return get_object_or_404(Crawl, pk=crawl_id)
-
-
-def refusal(exc: capability.Refused) -> HttpResponse:
-    return HttpResponseForbidden(f"{exc}\n", content_type="text/plain; charset=utf-8")
+def granted(view):
+    """A view of the crawl the capability in the path grants: 403 saying why when it grants
+    nothing (expired, forged, for another crawl), 404 once the crawl is gone. Read-only."""
+    @require_safe
+    @functools.wraps(view)
+    def checked(request, token: str, **kwargs):
+        try:
+            crawl_id = capability.crawl_of(token, time.time())
+        except capability.Refused as exc:
+            return HttpResponseForbidden(f"{exc}\n", content_type="text/plain; charset=utf-8")
+        return view(request, token, get_object_or_404(Crawl, pk=crawl_id), **kwargs)
+    return checked
 
 
 def base(token: str) -> str:
@@ -46,13 +51,9 @@ def file_url(token: str, crawl_file: CrawlFile) -> str:
     return f"{base(token)}files/{crawl_file.pk}/{file_name(crawl_file)}"
 
 
-@require_safe
-def page(request, token: str):
+@granted
+def page(request, token: str, crawl: Crawl):
     """ReplayWeb.page for one crawl (what the admin's Replay page frames)."""
-    try:
-        crawl = granted(token)
-    except capability.Refused as exc:
-        return refusal(exc)
     files = list(crawl.files.order_by("created_at"))
     if not files:
         raise Http404("this crawl has no archive files yet")
@@ -61,26 +62,18 @@ def page(request, token: str):
     return TemplateResponse(request, "replay/page.html", context)
 
 
-@require_safe
-def package(request, token: str):
+@granted
+def package(request, token: str, crawl: Crawl):
     """Every WACZ of the crawl as one multi-WACZ package for ReplayWeb.page."""
-    try:
-        crawl = granted(token)
-    except capability.Refused as exc:
-        return refusal(exc)
     resources = [{"name": file_name(f), "path": file_url(token, f), "hash": f"sha256:{f.sha256}",
                   "crawlId": crawl.id} for f in crawl.files.order_by("created_at")]
     return JsonResponse({"profile": "multi-wacz-package", "resources": resources},
                         headers={"Cache-Control": "no-store"})
 
 
-@require_safe
-def archive(request, token: str, file_pk: int, name: str):
+@granted
+def archive(request, token: str, crawl: Crawl, file_pk: int, name: str):
     """One WACZ of the crawl, with Range."""
-    try:
-        crawl = granted(token)
-    except capability.Refused as exc:
-        return refusal(exc)
     crawl_file = get_object_or_404(CrawlFile, pk=file_pk, crawl=crawl)
     if storage.is_object(crawl_file):
         return serve_object(request, crawl_file, file_name(crawl_file))
