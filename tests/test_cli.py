@@ -649,3 +649,25 @@ def test_retry_failed_pages_seeds_only_urls_that_pass_the_seed_rules(make_crawl,
     crawl.refresh_from_db()
     assert crawl.config_override["seeds"] == ["https://example.com/broken"]
     assert crawl.launch_config().seeds == ["https://example.com/broken"]
+
+
+@pytest.mark.django_db
+def test_status_of_one_crawl_at_80_columns_shows_every_column_of_its_files_and_processes(
+        make_crawl, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    crawl = make_crawl(S.RUNNING)
+    CrawlFile.objects.create(crawl=crawl, path=f"crawls/{crawl.id}/" + "long-name-" * 12 + ".wacz",
+                             size=10**6, sha256="cd" * 32)
+    for i in range(2):
+        Process.objects.create(crawl=crawl, instance=i, hostname=f"crawl-{crawl.id}-{i}", launcher="docker",
+                               status="exited", exit_code=137, exit_reason="oom")
+    out = Terminal()
+    call_command("status", crawl.short_id, stdout=out, stderr=StringIO())
+    lines = out.getvalue().splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines), max(lines, key=len)
+    headers = [line.split() for line in lines]
+    assert ["HOST", "LAUNCHER", "STATUS", "EXIT", "PAGES", "SIZE", "STARTED", "ENDED"] in headers
+    assert ["PATH", "SIZE", "SHA256"] in headers
+    assert sum("docker" in line and "exited" in line for line in lines) == 2
+    assert any("cdcdcdcd" in line for line in lines)

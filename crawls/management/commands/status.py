@@ -171,30 +171,27 @@ def config_table(crawl: Crawl) -> Table:
     return key_values("config", rows)
 
 
-def files_table(crawl: Crawl) -> Table | Text:
+def files_table(crawl: Crawl) -> Group | Text:
     files = list(crawl.files.order_by("created_at"))
     if not files:
         return Text("files: none yet", style="dim")
-    table = Table(title="files", title_justify="left", title_style="bold", box=None, pad_edge=False)
-    for column in ("PATH", "SIZE", "SHA256"):
-        table.add_column(column, no_wrap=True)
+    table = FittedTable(("PATH", "SIZE", "SHA256"), flexible={"PATH"})
     for file in files:
         table.add_row(file.path, human_size(file.size), file.sha256[:16])
-    return table
+    return Group(Text("files", style="bold"), table)
 
 
-def processes_table(crawl: Crawl, now) -> Table | Text:
+def processes_table(crawl: Crawl, now) -> Group | Text:
     processes = list(crawl.processes.order_by("-created_at")[:20])
     if not processes:
         return Text("processes: none", style="dim")
-    table = Table(title="processes", title_justify="left", title_style="bold", box=None, pad_edge=False)
-    for column in ("HOST", "LAUNCHER", "STATUS", "EXIT", "PAGES", "SIZE", "STARTED", "ENDED"):
-        table.add_column(column, no_wrap=True)
+    table = FittedTable(("HOST", "LAUNCHER", "STATUS", "EXIT", "PAGES", "SIZE", "STARTED", "ENDED"),
+                        flexible={"HOST", "EXIT"})
     for process in reversed(processes):
         exit_text = "-" if process.exit_code is None else f"{process.exit_code} {process.exit_reason}".strip()
         table.add_row(process.hostname, process.launcher, process.status, exit_text,
                       *process.counts_shown(), age(process.started_at, now), age(process.ended_at, now))
-    return table
+    return Group(Text("processes", style="bold"), table)
 
 
 def log_lines(crawl: Crawl) -> Group | Text:
