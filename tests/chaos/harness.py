@@ -422,6 +422,9 @@ class DataDir:
     path: Path
     env: dict[str, str]
     daemons: list[subprocess.Popen] = field(default_factory=list)
+    # Its host "died" (kill_crawlers): what is on its disk went with it in truth, so a WACZ
+    # there that no row records is no lost archive (its pages were queued again).
+    host_dead: bool = False
 
     @property
     def daemon(self) -> subprocess.Popen | None:
@@ -544,11 +547,15 @@ class Trial:
 
     def kill_crawlers(self, data_dir: DataDir) -> int:
         """kill -9 every crawler (and wrapper) working in this data dir: its host went."""
-        pids = processes_mentioning(str(data_dir.path))
-        for pid in pids:
-            kill9(pid)
-        self.note(f"kill -9 {len(pids)} crawler processes of {data_dir.name}")
-        return len(pids)
+        killed: set[int] = set()
+        # Again until none is left: a wrapper may have forked its crawler after the listing.
+        while pids := set(processes_mentioning(str(data_dir.path))) - killed:
+            for pid in pids:
+                kill9(pid)
+            killed |= pids
+        data_dir.host_dead = True
+        self.note(f"kill -9 {len(killed)} crawler processes of {data_dir.name}")
+        return len(killed)
 
     def held_by(self, data_dir: DataDir) -> int:
         """How many crawls the data dir's daemon holds (by its runner row's id)."""
@@ -691,6 +698,8 @@ class Trial:
         uploaded = {digest for path, digest in rows} if self.storage else set()
         loose = []
         for data_dir in self.data_dirs:
+            if data_dir.host_dead:
+                continue
             for wacz in data_dir.path.rglob("*.wacz"):
                 if str(wacz.relative_to(data_dir.path)) not in recorded and str(wacz) not in recorded \
                         and hashlib.sha256(wacz.read_bytes()).hexdigest() not in uploaded:
