@@ -671,3 +671,13 @@ def test_status_of_one_crawl_at_80_columns_shows_every_column_of_its_files_and_p
     assert ["PATH", "SIZE", "SHA256"] in headers
     assert sum("docker" in line and "exited" in line for line in lines) == 2
     assert any("cdcdcdcd" in line for line in lines)
+
+
+@pytest.mark.django_db
+def test_status_of_a_crawl_whose_stored_config_is_damaged_shows_the_rest(make_crawl):
+    crawl = make_crawl(S.FAILED, error="it went wrong")
+    Crawl.objects.filter(pk=crawl.pk).update(config=["not", "a", "config"])
+    out = run("status", crawl.short_id)
+    assert f"crawl {crawl.id}" in out and "it went wrong" in out
+    assert "config: cannot be shown: its stored data is damaged" in out
+    assert crawl.short_id in run("status")  # the listing too

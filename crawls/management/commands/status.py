@@ -106,14 +106,23 @@ def crawl_table(crawls: list[Crawl], now) -> FittedTable | Text:
 
 
 def detail(crawl: Crawl, now) -> list:
-    sections = [
-        overview(crawl, now), limits(crawl, now), config_table(crawl),
-        files_table(crawl), processes_table(crawl, now), log_lines(crawl),
-    ]
+    sections = [shown(name, part) for name, part in (
+        ("crawl", lambda: overview(crawl, now)), ("limits", lambda: limits(crawl, now)),
+        ("config", lambda: config_table(crawl)), ("files", lambda: files_table(crawl)),
+        ("processes", lambda: processes_table(crawl, now)), ("log", lambda: log_lines(crawl)),
+    )]
     spaced = []
     for section in sections:
         spaced += [section, Text("")]
     return spaced[:-1]
+
+
+def shown(name: str, part):
+    """One section; a damaged stored value (JSON of the wrong shape) fails only that section."""
+    try:
+        return part()
+    except (AttributeError, TypeError, KeyError, ValueError):
+        return Text(f"{name}: cannot be shown: its stored data is damaged", style="red")
 
 
 def key_values(title: str, rows) -> Table:
