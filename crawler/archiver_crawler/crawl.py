@@ -8,13 +8,11 @@ limit or a signal makes the workers stop claiming and finish what they hold.
 from __future__ import annotations
 
 import asyncio
-import enum
 import json
 import logging
 import os
 import re
 import shutil
-import signal
 import time
 import uuid
 from dataclasses import replace
@@ -24,13 +22,14 @@ from urllib.parse import urljoin
 
 from redis.exceptions import RedisError
 
-from archiver_crawler import launch
+from archiver_crawler import stop
 from archiver_crawler.config import CrawlConfig
 from archiver_crawler.errors import CrawlerError, ExitCode, RedisUnavailable, UploadFailed
 from archiver_crawler.fetch import Fetched, Fetcher, FetchError, FetchRefused
 from archiver_crawler.links import extract_css, extract_html
 from archiver_crawler.scope import Seed, normalize_url
 from archiver_crawler.state import CrawlState, Outcome, QueueEntry, Settled
+from archiver_crawler.stop import OUTCOMES, StopReason
 from archiver_crawler.upload import interpolate, report, upload
 from archiver_crawler.wacz import build_wacz, warc_files
 from archiver_crawler.warc import WarcFile, safe_instance_id, warc_date, warc_instance
@@ -50,36 +49,6 @@ TASK_GRACE = 10.0
 # this long ago.
 ORPHAN_GRACE = 30.0
 STATUS_LOG_INTERVAL = 30.0
-
-
-class StopReason(enum.Enum):
-    """Why the workers stop claiming pages; decides status, WACZ and exit code."""
-
-    FINISHED = "finished"
-    STOPPING = "stopping"
-    STOP_ONE = "stopone"
-    PAUSED = "paused"
-    SIGNAL = "signal"
-    SIZE_LIMIT = "size-limit"
-    TIME_LIMIT = "time-limit"
-    DISK = "disk-utilization"
-    CANCELED = "canceled"
-    FORCED = "forced"
-
-
-# reason -> (write the WACZ, final status, exit code)
-OUTCOMES = {
-    StopReason.FINISHED: (True, "done", ExitCode.SUCCESS),
-    StopReason.STOPPING: (True, "done", ExitCode.SUCCESS),
-    StopReason.STOP_ONE: (True, "done", ExitCode.SUCCESS),
-    StopReason.PAUSED: (True, "interrupted", ExitCode.SUCCESS),
-    StopReason.SIGNAL: (True, "interrupted", ExitCode.INTERRUPTED),
-    StopReason.SIZE_LIMIT: (True, "interrupted", ExitCode.SIZE_LIMIT),
-    StopReason.TIME_LIMIT: (True, "interrupted", ExitCode.TIME_LIMIT),
-    StopReason.DISK: (True, "interrupted", ExitCode.DISK_UTILIZATION),
-    StopReason.CANCELED: (False, "canceled", ExitCode.SUCCESS),
-    StopReason.FORCED: (False, "interrupted", ExitCode.FORCED_INTERRUPT),
-}
 
 
 def journaled_urls(collection_dir: Path) -> list[str]:
@@ -296,16 +265,16 @@ class Crawler:
 
     def _install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in stop.STOP_SIGNALS:
             loop.add_signal_handler(sig, self._on_signal)
         # Signals that arrived while the process was still importing (see launch.py).
-        while launch.received:
-            logger.info("signal %d received during start-up", launch.received.pop(0))
+        while stop.received:
+            logger.info("signal %d received during start-up", stop.received.pop(0))
             self._on_signal()
 
     def _remove_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in stop.STOP_SIGNALS:
             loop.remove_signal_handler(sig)
 
     def _on_signal(self) -> None:

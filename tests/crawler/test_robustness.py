@@ -274,10 +274,10 @@ def test_the_outcome_of_a_page_taken_back_counts_once(redis_url):
 
 def test_a_signal_received_while_the_crawler_was_still_importing_stops_it(crawl, site, r,
                                                                            monkeypatch):
-    from archiver_crawler import launch
+    from archiver_crawler import stop
 
     # What launch.main() recorded: as PID 1 the signal would otherwise have been ignored.
-    monkeypatch.setattr(launch, "received", [signal.SIGTERM])
+    monkeypatch.setattr(stop, "received", [signal.SIGTERM])
     code, coll = crawl(site.url, "--generateWACZ")
     assert code == 11
     assert r.hget("crawl1:status", INSTANCE) == "interrupted"
@@ -287,12 +287,12 @@ def test_a_signal_received_while_the_crawler_was_still_importing_stops_it(crawl,
 def test_the_console_script_catches_signals_before_its_slow_imports():
     script = textwrap.dedent("""
         import signal, sys
-        from archiver_crawler import launch
+        from archiver_crawler import launch, stop
         sys.modules["archiver_crawler.cli"] = None  # stop right after the handlers are set
         try:
             launch.main()
         except ImportError:
-            print(signal.getsignal(signal.SIGTERM) is launch._remember)
+            print(all(signal.getsignal(s) is stop.remember for s in stop.STOP_SIGNALS))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=20)
