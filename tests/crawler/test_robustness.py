@@ -16,13 +16,15 @@ import time
 
 import archiver_crawler.cli as cli
 import archiver_crawler.crawl as crawl_module
+import archiver_crawler.page as page_module
 import archiver_crawler.state as state_module
 import pytest
 from archiver_crawler.cli import RedisErrorBuffer, exit_code_of, run_bounded, run_instance
 from archiver_crawler.config import parse_args
-from archiver_crawler.crawl import PagesFile, iso_now
 from archiver_crawler.fetch import Fetcher
+from archiver_crawler.output import PagesFile
 from archiver_crawler.state import CrawlState, Outcome, QueueEntry
+from archiver_crawler.warc import iso_now
 
 from tests.crawler.conftest import base_args
 from tests.sitegen import free_port
@@ -158,14 +160,14 @@ def test_an_unexpected_error_exits_1_and_says_why_on_stderr_and_in_redis(spawn, 
 
 
 def test_a_page_that_breaks_the_parser_fails_alone(crawl, site, r, monkeypatch):
-    extract = crawl_module.extract_html
+    extract = page_module.extract_html
 
     def broken_on_b(body, url):
         if url.endswith("/site/b.html"):
             raise ValueError("parser bug")
         return extract(body, url)
 
-    monkeypatch.setattr(crawl_module, "extract_html", broken_on_b)
+    monkeypatch.setattr(page_module, "extract_html", broken_on_b)
     code, coll = crawl(site.url)
     assert code == 0
     failed = {json.loads(f)["url"]: json.loads(f)["reason"] for f in r.lrange("crawl1:f", 0, -1)}
