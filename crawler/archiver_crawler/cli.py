@@ -20,11 +20,13 @@ from datetime import UTC, datetime
 from redis.exceptions import RedisError
 
 from archiver_crawler.config import CrawlConfig, parse_args
-from archiver_crawler.crawl import Crawler, iso_now, journaled_urls
+from archiver_crawler.crawl import Crawler
 from archiver_crawler.errors import ConfigError, CrawlerError, ExitCode, RedisUnavailable
 from archiver_crawler.fetch import Fetcher
+from archiver_crawler.journal import journaled_urls
 from archiver_crawler.netpolicy import AddressPolicy
 from archiver_crawler.state import CrawlState
+from archiver_crawler.warc import iso_now
 
 logger = logging.getLogger("archiver_crawler")
 

@@ -161,28 +161,8 @@ def parse_args(argv: list[str], env: dict[str, str] | None = None) -> CrawlConfi
 
 
 def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
-    seeds = [_seed_spec(s) for s in _as_list(o.get("seeds"), "seeds")]
-    if o.get("seedFile"):
-        seeds += [SeedSpec(url=line.strip()) for line in _read_seed_file(o["seedFile"])
-                  if line.strip() and not line.startswith("#")]
-    if not seeds:
-        raise ConfigError("no seeds: give --seeds/--url, --seedFile or `seeds` in the config file")
-    for seed in seeds:
-        _check_url(seed.url)
-
-    include = [str(r) for r in _as_list(o.get("include"), "include")]
-    exclude = [str(r) for r in _as_list(o.get("exclude"), "exclude")]
-    scope_type = o.get("scopeType")
-    if scope_type is not None and scope_type not in SCOPE_TYPES:
-        raise ConfigError(f"--scopeType must be one of {', '.join(SCOPE_TYPES)}, not {scope_type!r}")
-    for seed in seeds:
-        if seed.scope_type is not None and seed.scope_type not in SCOPE_TYPES:
-            raise ConfigError(f"seed {seed.url}: invalid scopeType {seed.scope_type!r}")
-        for rx in (*seed.include, *seed.exclude):
-            _check_regex(rx)
-    for rx in include + exclude:
-        _check_regex(rx)
-
+    seeds = _seeds(o)
+    scope_type, include, exclude = _scope(o, seeds)
     collection = str(o.get("collection") or "crawl-" + _timestamp())
     if not COLLECTION_RE.match(collection):
         raise ConfigError(f"--collection {collection!r} must match ^[\\w][\\w-]*$")
@@ -225,6 +205,35 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
         allow_networks=_networks(o.get("allowNetworks")),
         store=store_from_env(env),
     )
+
+
+def _seeds(o: dict[str, Any]) -> list[SeedSpec]:
+    seeds = [_seed_spec(s) for s in _as_list(o.get("seeds"), "seeds")]
+    if o.get("seedFile"):
+        seeds += [SeedSpec(url=line.strip()) for line in _read_seed_file(o["seedFile"])
+                  if line.strip() and not line.startswith("#")]
+    if not seeds:
+        raise ConfigError("no seeds: give --seeds/--url, --seedFile or `seeds` in the config file")
+    for seed in seeds:
+        _check_url(seed.url)
+    return seeds
+
+
+def _scope(o: dict[str, Any], seeds: list[SeedSpec]) -> tuple[str | None, list[str], list[str]]:
+    """The crawl-wide scope type, includes and excludes, each seed's own checked too."""
+    include = [str(r) for r in _as_list(o.get("include"), "include")]
+    exclude = [str(r) for r in _as_list(o.get("exclude"), "exclude")]
+    scope_type = o.get("scopeType")
+    if scope_type is not None and scope_type not in SCOPE_TYPES:
+        raise ConfigError(f"--scopeType must be one of {', '.join(SCOPE_TYPES)}, not {scope_type!r}")
+    for seed in seeds:
+        if seed.scope_type is not None and seed.scope_type not in SCOPE_TYPES:
+            raise ConfigError(f"seed {seed.url}: invalid scopeType {seed.scope_type!r}")
+        for rx in (*seed.include, *seed.exclude):
+            _check_regex(rx)
+    for rx in include + exclude:
+        _check_regex(rx)
+    return scope_type, include, exclude
 
 
 def _seed_spec(value: Any) -> SeedSpec:

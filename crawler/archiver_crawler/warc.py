@@ -79,6 +79,10 @@ def warc_date(when: datetime) -> str:
     return f"{cached[1]}{when.microsecond // 1000:03d}Z"
 
 
+def iso_now() -> str:
+    return warc_date(datetime.now(UTC))
+
+
 class WarcFile:
     def __init__(self, archive_dir: Path, instance_id: str, collection: str):
         archive_dir.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ import asyncio
 import json
 
 import redis.asyncio as aioredis
-from archiver_crawler.crawl import UNRECORDED, journaled_urls
+from archiver_crawler.journal import UNRECORDED, journaled_urls
 from archiver_crawler.state import CrawlState, QueueEntry
 
 

@@ -16,13 +16,15 @@ import time
 
 import archiver_crawler.cli as cli
 import archiver_crawler.crawl as crawl_module
+import archiver_crawler.page as page_module
 import archiver_crawler.state as state_module
 import pytest
 from archiver_crawler.cli import RedisErrorBuffer, exit_code_of, run_bounded, run_instance
 from archiver_crawler.config import parse_args
-from archiver_crawler.crawl import PagesFile, iso_now
 from archiver_crawler.fetch import Fetcher
+from archiver_crawler.output import PagesFile
 from archiver_crawler.state import CrawlState, Outcome, QueueEntry
+from archiver_crawler.warc import iso_now
 
 from tests.crawler.conftest import base_args
 from tests.sitegen import free_port
@@ -158,14 +160,14 @@ def test_an_unexpected_error_exits_1_and_says_why_on_stderr_and_in_redis(spawn, 
 
 
 def test_a_page_that_breaks_the_parser_fails_alone(crawl, site, r, monkeypatch):
-    extract = crawl_module.extract_html
+    extract = page_module.extract_html
 
     def broken_on_b(body, url):
         if url.endswith("/site/b.html"):
             raise ValueError("parser bug")
         return extract(body, url)
 
-    monkeypatch.setattr(crawl_module, "extract_html", broken_on_b)
+    monkeypatch.setattr(page_module, "extract_html", broken_on_b)
     code, coll = crawl(site.url)
     assert code == 0
     failed = {json.loads(f)["url"]: json.loads(f)["reason"] for f in r.lrange("crawl1:f", 0, -1)}
@@ -274,10 +276,10 @@ def test_the_outcome_of_a_page_taken_back_counts_once(redis_url):
 
 def test_a_signal_received_while_the_crawler_was_still_importing_stops_it(crawl, site, r,
                                                                            monkeypatch):
-    from archiver_crawler import launch
+    from archiver_crawler import stop
 
     # What launch.main() recorded: as PID 1 the signal would otherwise have been ignored.
-    monkeypatch.setattr(launch, "received", [signal.SIGTERM])
+    monkeypatch.setattr(stop, "received", [signal.SIGTERM])
     code, coll = crawl(site.url, "--generateWACZ")
     assert code == 11
     assert r.hget("crawl1:status", INSTANCE) == "interrupted"
@@ -287,12 +289,12 @@ def test_a_signal_received_while_the_crawler_was_still_importing_stops_it(crawl,
 def test_the_console_script_catches_signals_before_its_slow_imports():
     script = textwrap.dedent("""
         import signal, sys
-        from archiver_crawler import launch
+        from archiver_crawler import launch, stop
         sys.modules["archiver_crawler.cli"] = None  # stop right after the handlers are set
         try:
             launch.main()
         except ImportError:
-            print(signal.getsignal(signal.SIGTERM) is launch._remember)
+            print(all(signal.getsignal(s) is stop.remember for s in stop.STOP_SIGNALS))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=20)

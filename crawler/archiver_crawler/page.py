@@ -1,0 +1,60 @@
+"""Loading one page: a URL in, a `PageResult` out (the response to archive, what it links to).
+
+This is the one place where a page is fetched and read. The crawl loop, the scope, Redis and
+the output never look at how: `HttpPageLoader` does one GET and parses HTML with selectolax;
+a browser mode would be another loader with the same `load()` (see crawler/README.md,
+"Loading a page").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import urljoin
+
+from archiver_crawler.fetch import Fetched, Fetcher
+from archiver_crawler.links import extract_html
+
+HTML_TYPES = {"text/html", "application/xhtml+xml"}
+REDIRECTS = {301, 302, 303, 307, 308}
+
+# pages.jsonl `loadState`: the page was fetched / its HTML was parsed too.
+LOADED = 2
+PARSED = 3
+
+
+@dataclass(frozen=True)
+class PageResult:
+    """A loaded page, before scope, queue or archive had a say."""
+
+    fetched: Fetched  # the page's own response, archived by the crawler
+    title: str = ""
+    load_state: int = LOADED
+    links: list[str] | tuple[str, ...] = ()  # absolute URLs of the page's links
+    # Absolute URLs of what a browser would load with the page (images, CSS, scripts): the
+    # crawler fetches each once per crawl (claimed in `<id>:assets`) and archives it.
+    requisites: list[str] | tuple[str, ...] = ()
+    redirect: str | None = None  # a 3xx page's absolute target (then no links are read)
+
+
+class PageLoader(Protocol):
+    async def load(self, url: str) -> PageResult:
+        """Load `url`; raise fetch.FetchError when no HTTP response came (the page fails)."""
+
+
+class HttpPageLoader:
+    """One GET (redirects not followed: each hop is a page of its own), HTML parsed."""
+
+    def __init__(self, fetcher: Fetcher):
+        self.fetcher = fetcher
+
+    async def load(self, url: str) -> PageResult:
+        fetched = await self.fetcher.fetch(url)
+        location = fetched.header("location") if fetched.status in REDIRECTS else None
+        if location:
+            return PageResult(fetched, redirect=urljoin(url, location))
+        if fetched.mime in HTML_TYPES:
+            extracted = extract_html(fetched.decoded_body(), url)
+            return PageResult(fetched, extracted.title, PARSED, extracted.links,
+                              extracted.requisites)
+        return PageResult(fetched)
