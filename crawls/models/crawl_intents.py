@@ -49,8 +49,7 @@ class UserIntents:
                             paused_at=None, retry_at=now, lease_owner="", waiting_reason=""):
             return
         # A pause the runner has not carried out yet is simply withdrawn.
-        if not self._rows(status__in=S.RUNNING_STATES,
-                          intent=Intent.PAUSE).update(intent=""):
+        if not self._rows(status__in=S.RUNNING_STATES, intent=Intent.PAUSE).update(intent=""):
             raise self._refuse("resume")
         self.intent = ""
 
@@ -156,8 +155,7 @@ class UserIntents:
         fields = {"org": org, "seeds": config.seeds, "config": config.model_dump(mode="json"),
                   "tags": list(tags), "scale": config.scale, "updated_at": now, "retry_at": now,
                   "lease_owner": ""}
-        rows = self._rows(status__in=S.NOT_STARTED, started_at__isnull=True,
-                          redis_db__isnull=True)
+        rows = self._rows(status__in=S.NOT_STARTED, started_at__isnull=True, redis_db__isnull=True)
         if not rows.update(**fields, lease_token=F("lease_token") + 1):
             raise self._refuse("edit")
         for name, value in fields.items():

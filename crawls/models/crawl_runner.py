@@ -54,8 +54,7 @@ class RunnerTransitions:
 
     def set_home(self, runner_id: str, data_dir: str, token: int) -> bool:
         """Record which runner and data dir hold this crawl's instances and files from now on."""
-        if not self._rows(lease_token=token).update(
-                home_runner=runner_id, home_dir=data_dir):
+        if not self._rows(lease_token=token).update(home_runner=runner_id, home_dir=data_dir):
             return False
         self.home_runner, self.home_dir = runner_id, data_dir
         return True
@@ -63,8 +62,7 @@ class RunnerTransitions:
     def request_disk_pause(self, reason: str, token: int, now) -> bool:
         """Pause a running crawl for a full disk; the reason (DISK_PAUSE...) tells it from a
         pause a person asked for, and lets the runner resume it when space returns."""
-        rows = self._rows(lease_token=token, status__in=S.RUNNING_STATES,
-                          intent="")
+        rows = self._rows(lease_token=token, status__in=S.RUNNING_STATES, intent="")
         if not rows.update(intent=Intent.PAUSE, waiting_reason=reason[:300], updated_at=now):
             return False
         self.intent, self.waiting_reason = Intent.PAUSE, reason[:300]
