@@ -15,7 +15,6 @@ import re
 from collections.abc import Iterable
 
 from django.db import transaction
-from django.db.models import F
 
 from archiver import conf
 from crawls.models import Crawl, CrawlLog
@@ -72,7 +71,7 @@ def keep_lines(crawl: Crawl, entries: Iterable[dict], now: dt.datetime, *, sourc
     added = sum(line.size for line in lines)
     with transaction.atomic():
         CrawlLog.objects.bulk_create(lines, batch_size=500)
-        Crawl.objects.filter(pk=crawl.pk).update(log_bytes=F("log_bytes") + added)
+        Crawl.objects.filter(pk=crawl.pk).add_log_bytes(added)
     trim(crawl, budget if budget is not None else budget_bytes())
     return len(lines)
 
@@ -88,12 +87,12 @@ def trim(crawl: Crawl, budget: int) -> int:
         oldest = list(CrawlLog.objects.filter(crawl_id=crawl.pk).order_by("id")
                       .values_list("id", "size")[:TRIM_BATCH])
         if not oldest:
-            Crawl.objects.filter(pk=crawl.pk).update(log_bytes=0)
+            Crawl.objects.filter(pk=crawl.pk).clear_log_bytes()
             return freed
         cut, size = oldest_to_drop(oldest, excess)
         with transaction.atomic():
             CrawlLog.objects.filter(crawl_id=crawl.pk, id__lte=cut).delete()
-            Crawl.objects.filter(pk=crawl.pk).update(log_bytes=F("log_bytes") - size)
+            Crawl.objects.filter(pk=crawl.pk).add_log_bytes(-size)
         freed += size
 
 

@@ -99,6 +99,11 @@ class LeaseQuerySet(models.QuerySet):
             self.filter(pk=pk, lease_token=token).update(retry_at=retry_at, lease_owner="")
         )
 
+    def take_over_from(self, owners, now: dt.datetime) -> int:
+        """Rows that `owners` (runners known dead) leased are due now, not when their leases
+        end; how many. Their tokens stay: a claim bumps them, fencing the dead owners."""
+        return self.filter(lease_owner__in=owners, retry_at__gt=now).update(retry_at=now)
+
     def leased_by(self, owner: str):
         return self.filter(lease_owner=owner, retry_at__isnull=False)
 

@@ -1,9 +1,11 @@
 """The org-wide rules of the crawl lifecycle: who may start, quotas, execution time.
 
-The crawl's own rules (limits, stalls, the pause limit) are methods of `Crawl`; the rules
-here need the org's other crawls or its usage. Each rule has a pure core that takes rows,
-numbers and `now`, so tests pin every boundary without Docker or Redis, and a thin
-function that reads what the core needs from the database. docs/lifecycle.md says when
+The crawl's own rules (limits, stalls, the pause limit, its org's quotas given the org's
+usage, `OrgUsageNow`) are model methods (crawls/models/crawl_limits.py, org.py); the rules
+here need the org's other crawls. This module depends on the models, never the reverse.
+Each rule has a pure core that takes rows, numbers and `now`, so tests pin every boundary
+without Docker or Redis, and a thin function that reads what the core needs from the
+database. docs/lifecycle.md says when
 the runner calls what.
 """
 
@@ -24,39 +26,14 @@ from crawls.models import (
     CrawlStatus,
     Org,
     OrgUsage,
+    OrgUsageNow,
     Process,
     ProcessStatus,
     StopReason,
-    storage_in_progress,
 )
 
 log = logging.getLogger(__name__)
 S = CrawlStatus
-
-
-# --- the org's usage at one moment -----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OrgUsageNow:
-    """What an org uses now: kept bytes, bytes its active crawls hold, this month's exec time."""
-
-    bytes_stored: int
-    bytes_in_progress: int = 0
-    exec_seconds: float = 0.0
-
-    @property
-    def storage_bytes(self) -> int:
-        return self.bytes_stored + self.bytes_in_progress
-
-    @classmethod
-    def read(cls, org: Org, now: dt.datetime) -> OrgUsageNow:
-        bytes_stored = Org.objects.values_list("bytes_stored", flat=True).get(pk=org.pk)
-        return cls(
-            bytes_stored=bytes_stored,
-            bytes_in_progress=storage_in_progress(org),
-            exec_seconds=org.exec_seconds_in_month(now),
-        )
 
 
 def stop_message(crawl: Crawl, reason: str, usage: OrgUsageNow) -> str:
@@ -206,15 +183,12 @@ def count_process_time(process: Process, now: dt.datetime, org_id: int | None = 
     total = sum(seconds for _, seconds in parts)
     org_id = org_id or Crawl.objects.values_list("org_id", flat=True).get(pk=process.crawl_id)
     with transaction.atomic():
-        guard = Process.objects.filter(pk=process.pk, counted_until=process.counted_until)
-        if not guard.update(counted_until=span[1]):
+        if not process.mark_counted(span[1]):
             log.info("process %s was counted by someone else; not counting it twice", process.pk)
             return 0.0
         for month, seconds in parts:
-            usage, _ = OrgUsage.objects.get_or_create(org_id=org_id, month=month)
-            OrgUsage.objects.filter(pk=usage.pk).update(exec_seconds=F("exec_seconds") + seconds)
-        Crawl.objects.filter(pk=process.crawl_id).update(exec_seconds=F("exec_seconds") + total)
-    process.counted_until = span[1]
+            OrgUsage.add_exec_seconds(org_id, month, seconds)
+        Crawl.objects.filter(pk=process.crawl_id).add_exec_seconds(total)
     return total
 
 
@@ -232,7 +206,7 @@ def count_crawl_time(crawl: Crawl, now: dt.datetime) -> float:
     added = [count_process_time(process, now, crawl.org_id) for process in uncounted]
     total, longest = sum(added), max(added, default=0.0)
     if longest:
-        Crawl.objects.filter(pk=crawl.pk).update(elapsed_seconds=F("elapsed_seconds") + longest)
+        Crawl.objects.filter(pk=crawl.pk).add_elapsed_seconds(longest)
         crawl.elapsed_seconds += longest
     crawl.exec_seconds += total
     return longest

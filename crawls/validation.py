@@ -4,7 +4,8 @@ Crawls are validated by `crawls.config.CrawlConfig`; these models do the same fo
 other things people create. The CLI validates through them now, and the admin forms and
 any API are meant to call the same `parse()` so that what one refuses the others refuse
 with the same words. `parse()` raises ConfigError with one readable line; nothing here
-writes to the database or echoes a secret.
+writes to the database or echoes a secret. The validators the model fields carry are in
+crawls/fields.py, which imports no model (the models use them).
 
 Choices that all callers share:
 - Quotas are whole numbers from 1 up; None (empty) means unlimited and 0 is refused
@@ -19,8 +20,6 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from django.core.exceptions import ValidationError as FieldError
-from django.core.validators import MaxValueValidator, MinValueValidator
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -33,34 +32,17 @@ from pydantic import (
 )
 
 from archiver.errors import ConfigError, WebhookRefused
-from crawls.config import MAX_SIZE, CrawlConfig, Tags, first_error, parse_tags, printable, shown
+from crawls.config import CrawlConfig, Tags, first_error, printable, shown
+from crawls.fields import QUOTA_LIMITS
+from crawls.models import CrawlEvent
+from crawls.schedules import check_cron
+from crawls.webhooks import InvalidWebhook, clean_events, clean_secret
 
 SLUG_LENGTH = 50  # Org.slug, a SlugField
 NAME_LENGTH = 200  # Org.name
 CRON_LENGTH = 100  # Schedule.cron
 WEBHOOK_URL_LENGTH = 2000  # Webhook.url
 SLUG = re.compile(r"[-a-zA-Z0-9_]+")
-
-# Highest accepted value of each quota; all fit their PositiveInteger columns.
-QUOTA_LIMITS = {
-    "max_concurrent_crawls": 10_000,
-    "storage_quota_bytes": MAX_SIZE,
-    "exec_minutes_quota": 10**9,
-    "max_pages_per_crawl": 100_000_000,
-}
-
-
-def quota_validators(field: str) -> list:
-    """The Org column's validators: the same range as OrgInput, for the admin's model form."""
-    return [MinValueValidator(1), MaxValueValidator(QUOTA_LIMITS[field])]
-
-
-def validate_tags(value) -> None:
-    """A model form (Crawl.tags, Schedule.tags) refuses what parse_tags refuses, in its words."""
-    try:
-        parse_tags(value)
-    except ConfigError as exc:
-        raise FieldError(str(exc)) from None
 
 
 def check_slug(slug: str) -> str:
@@ -160,8 +142,6 @@ class WebhookInput(BaseModel):
     @field_validator("secret")
     @classmethod
     def _secret(cls, value: str) -> str:
-        from crawls.webhooks import InvalidWebhook, clean_secret
-
         if not printable(value):
             raise ValueError("the webhook secret contains control characters")
         try:
@@ -172,9 +152,6 @@ class WebhookInput(BaseModel):
     @field_validator("events")
     @classmethod
     def _events(cls, value: list[str]) -> list[str]:
-        from crawls.models import CrawlEvent
-        from crawls.webhooks import clean_events
-
         unknown = [name for name in value if name.strip() and name.strip() not in CrawlEvent.NAMES]
         if unknown:
             raise ValueError(
@@ -197,8 +174,6 @@ class WebhookInput(BaseModel):
 
 
 def check_cron_text(expression: str) -> str:
-    from crawls.schedules import check_cron
-
     if len(expression) > CRON_LENGTH:
         raise ValueError(f"a cron expression is at most {CRON_LENGTH} characters")
     if not printable(expression.replace("\t", " ")):

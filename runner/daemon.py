@@ -360,15 +360,13 @@ def register_runner(runner_id: str, settings: Settings, now: dt.datetime) -> Non
                                                 stopped_at__isnull=True)
                     .exclude(pk=runner_id).values_list("pk", flat=True))
         RunnerRecord.objects.filter(pk__in=dead).update(stopped_at=now)
-        taken = Crawl.objects.filter(lease_owner__in=dead, retry_at__gt=now).update(retry_at=now)
+        taken = Crawl.objects.take_over_from(dead, now)
         # A delivery one of them was sending when it died is due now too, not when its
         # 2-minute lease ends (its event reaches the receiver again, with the same id).
         from runner import webhooks
 
-        WebhookDelivery.objects.filter(
-            lease_owner__in=[webhooks.lease_owner(d, thread) for d in dead
-                             for thread in range(WEBHOOK_THREADS)], retry_at__gt=now,
-        ).update(retry_at=now)
+        WebhookDelivery.objects.take_over_from(
+            [webhooks.lease_owner(d, thread) for d in dead for thread in range(WEBHOOK_THREADS)], now)
     if taken:
         log.info("taking over %d crawl(s) from a runner that died (%s)", taken, ", ".join(dead))
 

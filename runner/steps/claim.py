@@ -100,12 +100,7 @@ def mark_waiting_for_capacity(rt: Runtime, now: dt.datetime) -> int:
     """Unclaimed due crawls that do not fit say so (guarded: only unleased, not started)."""
     reason = (f"waiting: the host runs {running_count(rt)} of "
               f"{rt.settings.max_concurrent_crawls} crawls")
-    due = Crawl.objects.not_started().due(now).exclude(waiting_reason=reason)
-    # Crawls that ran before keep their state (a resumed crawl stays queued) and get the reason.
-    changed = due.filter(started_at__isnull=True).update(status=S.WAITING_CAPACITY,
-                                                          waiting_reason=reason, updated_at=now)
-    changed += due.filter(started_at__isnull=False).update(waiting_reason=reason, updated_at=now)
-    return changed
+    return Crawl.objects.wait_for_capacity(reason, now)
 
 
 def start_safely(rt: Runtime, crawl: Crawl, token: int, now: dt.datetime) -> bool:

@@ -101,7 +101,7 @@ def fail(rt: Runtime, crawl: Crawl, token: int, error: str, now: dt.datetime,
     if crawl.finish(S.FAILED, token, now, stop_reason=stop_reason or crawl.stop_reason, error=error[:2000]):
         rt.note(crawl, f"failed: {error}", "error", now)
         if kept := files_bytes(crawl):
-            Crawl.objects.filter(pk=crawl.pk).update(size_bytes=kept)
+            crawl.record_kept_bytes(kept, token)
         clean_up(rt, crawl, db)
     rt.held.pop(crawl.pk, None)
 
@@ -215,8 +215,9 @@ def keep_leftovers(rt: Runtime, crawl: Crawl, now: dt.datetime) -> int:
             rt.note(crawl, warning, "warning", now)
         added += record_unreported(rt, crawl, now)
     if added:
-        crawl.size_bytes = files_bytes(crawl)
-        Crawl.objects.filter(pk=crawl.pk).update(size_bytes=crawl.size_bytes)
+        # The token as read (supervision checked it is ours; recovery reads crawls it does
+        # not hold): a crawl retried or taken since then is left alone.
+        crawl.record_kept_bytes(files_bytes(crawl), crawl.lease_token)
     return left_behind
 
 
@@ -263,7 +264,6 @@ def slot_freed(rt: Runtime, crawl: Crawl) -> None:
     """A crawl of this org stopped running: its oldest waiting crawl may start now, not
     after the org retry delay (unleased ones only; the claim keeps the age order)."""
     if crawl.org.max_concurrent_crawls is not None:
-        Crawl.objects.filter(org_id=crawl.org_id, status=S.WAITING_ORG_LIMIT, lease_owner="").update(
-            retry_at=rt.clock())
+        Crawl.objects.wake_waiting_for_org(crawl.org_id, rt.clock())
 
 

@@ -1,0 +1,126 @@
+"""What the runner writes about a crawl it holds, as Crawl methods (the `RunnerTransitions`
+mixin): each names the lease token it won, so a runner that lost the lease changes nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db import IntegrityError, transaction
+
+from archiver import conf
+from crawls.models.statuses import EVENT_FOR_FINAL, CrawlStatus, Intent, StopReason
+
+S = CrawlStatus
+
+# What the runner may write through Crawl.record_progress (counters and what it shows).
+PROGRESS_FIELDS = frozenset({"pages_found", "pages_done", "pages_failed", "size_bytes",
+                             "progress_at", "waiting_reason"})
+
+
+class RunnerTransitions:
+    """The runner's transitions and writes of a Crawl (mixed into it)."""
+
+    def record_progress(self, token: int, now, **fields) -> bool:
+        """Write what the runner observed (counters, progress time, waiting reason) with our
+        token; only PROGRESS_FIELDS, so this can never move the crawl's state."""
+        unknown = set(fields) - PROGRESS_FIELDS
+        assert not unknown, f"record_progress cannot write {sorted(unknown)}"
+        if not self._rows(lease_token=token).update(**fields, updated_at=now):
+            return False
+        for name, value in fields.items():
+            setattr(self, name, value)
+        return True
+
+    def take_redis_db(self, db: int, token: int) -> bool:
+        """Win Redis database `db` for this crawl; False if another crawl holds it (the unique
+        index refuses the second holder) or our lease moved."""
+        try:
+            with transaction.atomic():
+                won = self._rows(lease_token=token, redis_db=None).update(redis_db=db)
+        except IntegrityError:
+            return False
+        if won:
+            self.redis_db = db
+        return bool(won)
+
+    def record_kept_bytes(self, size: int, token: int) -> bool:
+        """The bytes of its kept files once they are all recorded. Also after it ended (it
+        then holds no lease but keeps its token): a crawl retried or taken over since has
+        another token and is left alone."""
+        if not self._rows(lease_token=token).update(size_bytes=size):
+            return False
+        self.size_bytes = size
+        return True
+
+    def set_home(self, runner_id: str, data_dir: str, token: int) -> bool:
+        """Record which runner and data dir hold this crawl's instances and files from now on."""
+        if not self._rows(lease_token=token).update(home_runner=runner_id, home_dir=data_dir):
+            return False
+        self.home_runner, self.home_dir = runner_id, data_dir
+        return True
+
+    def request_disk_pause(self, reason: str, token: int, now) -> bool:
+        """Pause a running crawl for a full disk; the reason (DISK_PAUSE...) tells it from a
+        pause a person asked for, and lets the runner resume it when space returns."""
+        rows = self._rows(lease_token=token, status__in=S.RUNNING_STATES, intent="")
+        if not rows.update(intent=Intent.PAUSE, waiting_reason=reason[:300], updated_at=now):
+            return False
+        self.intent, self.waiting_reason = Intent.PAUSE, reason[:300]
+        return True
+
+    def record_user_stop(self, token: int, now) -> bool:
+        """A stop a person asked for becomes the crawl's stop reason (the first one stays)."""
+        if not self._rows(lease_token=token, stop_reason="").update(
+                stop_reason=StopReason.USER, updated_at=now):
+            return False
+        self.stop_reason = StopReason.USER
+        return True
+
+    def mark_waiting(self, status: str, reason: str, token: int, now) -> bool:
+        allowed = (*S.NOT_STARTED, S.STARTING, S.RUNNING)
+        return self._transition(status, allowed, now, token=token, waiting_reason=reason)
+
+    def mark_starting(self, token: int, now) -> bool:
+        # Each session starts the stall clock afresh: time paused or queued is not a stall.
+        return self._transition(S.STARTING, (*S.NOT_STARTED, S.RUNNING), now, token=token,
+                                waiting_reason="", progress_at=now)
+
+    def mark_running(self, token: int, now) -> bool:
+        first = self.started_at is None
+        return self._transition(
+            S.RUNNING, (S.STARTING, S.WAITING_CAPACITY, S.PENDING_WAIT, S.GENERATE_WACZ), now,
+            token=token, event="crawl.started" if first else None,
+            started_at=self.started_at or now, waiting_reason="",
+        )
+
+    def mark_finishing(self, status: str, token: int, now) -> bool:
+        return self._transition(status, S.RUNNING_STATES, now, token=token)
+
+    def mark_paused(self, token: int, now, reason: str = "") -> bool:
+        limit = conf.get().pause_limit
+        return self._transition(
+            S.PAUSED, (*S.RUNNING_STATES, S.WAITING_CAPACITY), now, token=token,
+            event="crawl.paused", intent="", paused_at=now, waiting_reason=reason,
+            retry_at=now + dt.timedelta(seconds=limit), lease_owner="",
+        )
+
+    def finish(self, status: str, token: int, now, *, stop_reason: str = "", error: str = "") -> bool:
+        """Move to a final state; the row leaves every queue (retry_at = NULL).
+
+        It keeps its Redis database until the runner has flushed it (`release_redis_db`):
+        released first, it could be won and filled by another crawl before our flush.
+        """
+        assert status in S.FINAL, status
+        event = EVENT_FOR_FINAL.get(status, "crawl.stopped")
+        return self._transition(
+            status, S.ACTIVE, now, token=token, event=event, stop_reason=stop_reason,
+            error=error, finished_at=now, retry_at=None, lease_owner="", intent="",
+            waiting_reason="",
+        )
+
+    def release_redis_db(self, db: int) -> bool:
+        """A final crawl gives its (flushed) Redis database back."""
+        released = self._rows(redis_db=db, status__in=S.FINAL).update(redis_db=None)
+        if released:
+            self.redis_db = None
+        return bool(released)

@@ -1,0 +1,49 @@
+"""What a crawl keeps: its archive files (CrawlFile) and its log lines (CrawlLog)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class CrawlFile(models.Model):
+    """An archive file a crawl produced, kept under a data dir or in a bucket (docs/storage.md)."""
+
+    crawl = models.ForeignKey("Crawl", on_delete=models.CASCADE, related_name="files")
+    path = models.CharField(max_length=500, unique=True,
+                            help_text="Relative to the data dir, or the object's key in the bucket.")
+    root = models.CharField(
+        max_length=500, blank=True, default="",
+        help_text="The data dir holding it ('' = any runner's own), or s3://<bucket>.",
+    )
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["crawl", "created_at"]
+
+    def __str__(self) -> str:
+        return self.path
+
+    def summary(self) -> dict:
+        return {"path": self.path, "size": self.size, "sha256": self.sha256}
+
+
+class CrawlLog(models.Model):
+    """A log line of a crawl: the crawler's errors from Redis, and the runner's own notes."""
+
+    crawl = models.ForeignKey("Crawl", on_delete=models.CASCADE, related_name="logs")
+    created_at = models.DateTimeField(default=timezone.now)
+    level = models.CharField(max_length=16, default="info")
+    source = models.CharField(max_length=32, default="runner", help_text="runner, or crawler instance.")
+    message = models.TextField()
+    details = models.JSONField(default=dict, blank=True)
+    size = models.PositiveIntegerField(default=0, help_text="Bytes it counts in the crawl's log budget.")
+
+    class Meta:
+        ordering = ["crawl", "id"]
+        indexes = [models.Index(fields=["crawl", "id"], name="crawllog_crawl_id")]
+
+    def __str__(self) -> str:
+        return self.message[:80]

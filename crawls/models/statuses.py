@@ -1,0 +1,88 @@
+"""The states and reasons of a crawl, which every aggregate of the package names.
+
+Their own module because org.py and profiles.py need them too and sit below crawl.py
+(a crawl has a foreign key to its org, so crawl.py imports org.py, never the reverse).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+DISK_PAUSE = "paused: disk"  # waiting_reason of crawls the runner paused for disk space
+
+
+class CrawlStatus(models.TextChoices):
+    QUEUED = "queued"  # waiting for a runner to claim it
+    STARTING = "starting"  # claimed; its instances are being launched
+    WAITING_CAPACITY = "waiting_capacity"  # no room on the host, or engine/Redis unavailable
+    WAITING_ORG_LIMIT = "waiting_org_limit"  # its org already runs its maximum of crawls
+    RUNNING = "running"  # instances are crawling
+    PENDING_WAIT = "pending_wait"  # some instances finished, waiting for the others
+    GENERATE_WACZ = "generate_wacz"  # instances are packaging their archives
+    PAUSED = "paused"  # interrupted on request; its queue is kept for resume
+    COMPLETE = "complete"  # finished with every page it found done
+    STOPPED_BY_USER = "stopped_by_user"  # stopped gracefully on request, archive kept
+    STOPPED_QUOTA_REACHED = "stopped_quota_reached"  # org storage or execution quota reached
+    STOPPED_TIME_LIMIT = "stopped_time_limit"  # its running-time limit was reached
+    STOPPED_SIZE_LIMIT = "stopped_size_limit"  # its size limit was reached
+    STOPPED_PAGE_LIMIT = "stopped_page_limit"  # its page limit was reached
+    STOPPED_PAUSE_LIMIT = "stopped_pause_limit"  # it stayed paused longer than allowed
+    SKIPPED_QUOTA_REACHED = "skipped_quota_reached"  # never started: storage quota was full
+    FAILED = "failed"  # no page could be archived, or a permanent error
+    CANCELED = "canceled"  # canceled on request, partial files discarded
+
+
+S = CrawlStatus
+S.NOT_STARTED = (S.QUEUED, S.WAITING_CAPACITY, S.WAITING_ORG_LIMIT)
+S.RUNNING_STATES = (S.STARTING, S.RUNNING, S.PENDING_WAIT, S.GENERATE_WACZ)
+S.ACTIVE = (*S.NOT_STARTED, *S.RUNNING_STATES, S.PAUSED)
+S.FINAL = (
+    S.COMPLETE, S.STOPPED_BY_USER, S.STOPPED_QUOTA_REACHED, S.STOPPED_TIME_LIMIT,
+    S.STOPPED_SIZE_LIMIT, S.STOPPED_PAGE_LIMIT, S.STOPPED_PAUSE_LIMIT,
+    S.SKIPPED_QUOTA_REACHED, S.FAILED, S.CANCELED,
+)
+S.SUCCESSFUL = (
+    S.COMPLETE, S.STOPPED_BY_USER, S.STOPPED_QUOTA_REACHED, S.STOPPED_TIME_LIMIT,
+    S.STOPPED_SIZE_LIMIT, S.STOPPED_PAGE_LIMIT, S.STOPPED_PAUSE_LIMIT,
+)
+
+
+class StopReason(models.TextChoices):
+    USER = "user"
+    TIME_LIMIT = "time_limit"
+    SIZE_LIMIT = "size_limit"
+    PAGE_LIMIT = "page_limit"
+    STORAGE_QUOTA = "storage_quota"
+    EXEC_QUOTA = "exec_quota"
+    PAUSE_LIMIT = "pause_limit"
+    STALLED = "stalled"
+    REDIS_BUDGET = "redis_budget"  # its Redis database held more than ARCHIVER_CRAWL_REDIS_MAX_BYTES
+
+
+STOPPED_STATE = {
+    StopReason.USER: S.STOPPED_BY_USER,
+    StopReason.TIME_LIMIT: S.STOPPED_TIME_LIMIT,
+    StopReason.SIZE_LIMIT: S.STOPPED_SIZE_LIMIT,
+    StopReason.PAGE_LIMIT: S.STOPPED_PAGE_LIMIT,
+    StopReason.STORAGE_QUOTA: S.STOPPED_QUOTA_REACHED,
+    StopReason.EXEC_QUOTA: S.STOPPED_QUOTA_REACHED,
+    StopReason.PAUSE_LIMIT: S.STOPPED_PAUSE_LIMIT,
+    StopReason.REDIS_BUDGET: S.STOPPED_SIZE_LIMIT,
+}
+
+
+class Intent(models.TextChoices):
+    NONE = "", "none"
+    PAUSE = "pause"
+    STOP = "stop"
+    CANCEL = "cancel"
+
+
+EVENT_FOR_FINAL = {
+    S.COMPLETE: "crawl.completed",
+    S.FAILED: "crawl.failed",
+    S.CANCELED: "crawl.canceled",
+    S.SKIPPED_QUOTA_REACHED: "crawl.quota_reached",
+    S.STOPPED_QUOTA_REACHED: "crawl.quota_reached",
+}
+
