@@ -56,3 +56,12 @@ class ProgressCorrupt(ArchiverError):
         super().__init__(f"Redis key {key} {problem}")
         self.key = key
         self.problem = problem
+
+
+class CrawlFailed(ArchiverError):
+    """A held crawl cannot go on (a permanent crawler error, relaunches exhausted ...): the
+    supervise step's error boundary fails it with this message and `stop_reason`."""
+
+    def __init__(self, message: str, stop_reason: str = ""):
+        super().__init__(message)
+        self.stop_reason = stop_reason

@@ -3,7 +3,7 @@
     kept = collect_wacz(data_dir, crawl, process, now)      # the session's WACZ, moved and recorded
     gone = forget_archived(data_dir, crawl.pk, process.instance, kept.files[0])
     kept, gone = collect_session(data_dir, crawl, process, now)  # both, for an exited instance
-    kept = keep_leftovers(data_dir, crawl, process, now)    # WARCs no WACZ holds (a crawler that died)
+    kept = move_leftovers(data_dir, crawl, process, now)    # WARCs no WACZ holds (a crawler that died)
     kept = adopt_unrecorded(data_dir, crawl, now)           # files in archives/ that no row records
     done = delete_files(data_dir, crawl)                    # cancel and retention only
     write_config(data_dir, crawl.pk, instance, "crawler.json", data)  # never through a link
@@ -41,7 +41,7 @@ zip whose member names say `../../etc/passwd`. The runner usually runs as root. 
 - Files we write into a crawler's folder are new files (O_CREAT|O_EXCL|O_NOFOLLOW) renamed
   into place, so a planted `crawler.json` link is replaced, never followed.
 - Nothing is deleted because something went wrong: a WACZ that cannot be read stays, the WARCs
-  of a crawler that died before packaging are kept (`keep_leftovers`), and a file in
+  of a crawler that died before packaging are kept (`move_leftovers`), and a file in
   `archives/` that no row records is recorded (`adopt_unrecorded`), never removed.
 
 What it cannot stop: a crawler that still runs can change its files between two of our
@@ -701,7 +701,7 @@ def archive_bytes(collection: int, limits: Limits) -> int:
         os.close(fd)
 
 
-def keep_leftovers(data_dir: Path, crawl: Crawl, process: Process, now: dt.datetime,
+def move_leftovers(data_dir: Path, crawl: Crawl, process: Process, now: dt.datetime,
                    limits: Limits = Limits()) -> Kept:
     """Keep the WARCs an instance left in archive/ that no WACZ holds: moved and recorded as is.
 
@@ -952,6 +952,6 @@ def delete_files(data_dir: Path, crawl: Crawl, objects=None) -> Removed:
 __all__ = [
     "Kept", "Limits", "Refused", "Removed", "adopt_unrecorded", "archived_crawl_ids",
     "collect_session", "collect_wacz", "delete_files", "folder", "forget_archived",
-    "forget_uploaded", "keep_leftovers", "kept_pages",
+    "forget_uploaded", "kept_pages", "move_leftovers",
     "read_tail", "regular_file", "sha256_fd", "write_config", "write_private",
 ]

@@ -8,7 +8,6 @@ clock.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from dataclasses import dataclass, field
 
@@ -20,10 +19,8 @@ from crawls.models import (
     Process,
     ProcessStatus,
     StopReason,
-    elapsed_with_uncounted,
 )
-from runner.launchers import hostname
-from runner.progress import FINISHED_STATUSES
+from runner.progress import FINISHED_STATUSES, Flag
 
 S = CrawlStatus
 
@@ -42,7 +39,7 @@ FAILED_ATTEMPT = (ExitReason.CRASH, ExitReason.OOM, ExitReason.UNREPORTED)
 REPORTED_EXIT = ("done", "canceled", "interrupted")
 ALL_FAILED = "every crawler instance failed"  # finish() adds the crawler's own words
 ENDED = "ended"  # decide_outcome(): exited unreported while its crawl stops; not relaunched
-FLAG_FOR_INTENT = {Intent.CANCEL: "canceled", Intent.STOP: "stopping", Intent.PAUSE: "paused"}
+FLAG_FOR_INTENT = {Intent.CANCEL: Flag.CANCELED, Intent.STOP: Flag.STOPPING, Intent.PAUSE: Flag.PAUSED}
 
 
 # --- exits, backoff, outcome ------------------------------------------------------------
@@ -153,12 +150,6 @@ def crawl_state_for(statuses: list[str]) -> str | None:
     return None
 
 
-def elapsed_now(elapsed_seconds: float, processes: list[Process], now: dt.datetime) -> float:
-    """The crawl's running time now: what is counted plus the longest uncounted run, so a
-    time limit holds within one tick, not within the counting interval."""
-    return elapsed_with_uncounted(elapsed_seconds, processes, now)
-
-
 # --- actions ------------------------------------------------------------------------------
 
 
@@ -210,12 +201,12 @@ class RecordUserStop:
 
 @dataclass(frozen=True)
 class SetFlag:
-    flag: str
+    flag: Flag
 
 
 @dataclass(frozen=True)
 class ClearFlag:
-    flag: str
+    flag: Flag
 
 
 @dataclass(frozen=True)
@@ -341,12 +332,12 @@ def command_actions(obs, held) -> list:
     if wanted and wanted not in held.flags:
         actions.append(SetFlag(wanted))
     # A resumed crawl that waited (or was paused before): make sure it is not paused.
-    if intent != Intent.PAUSE and ("paused" in held.flags or crawl.status in (S.STARTING, S.WAITING_CAPACITY)):
-        actions.append(ClearFlag("paused"))
+    if intent != Intent.PAUSE and (Flag.PAUSED in held.flags or crawl.status in (S.STARTING, S.WAITING_CAPACITY)):
+        actions.append(ClearFlag(Flag.PAUSED))
     if obs.messages:
         actions.append(SendMessages())
     for i, status in obs.instance_statuses.items():
-        if i >= crawl.scale and f"stopone-{i}" not in held.flags and status not in FINISHED_STATUSES:
+        if i >= crawl.scale and i not in held.stopping_instances and status not in FINISHED_STATUSES:
             actions.append(StopOne(i))
     return actions
 
@@ -430,10 +421,3 @@ def launch_actions(obs, live: list[Process]) -> list[Launch]:
         due = pending is None or pending.retry_at is None or pending.retry_at <= obs.now
         actions.append(Launch(i, pending, due))  # not due: its backoff runs, it counts as live
     return actions
-
-
-def instance_index(crawl_id: str, host: str) -> int | None:
-    """The instance number of `crawl-<id>-<i>`, or None for another name."""
-    prefix = f"{hostname(crawl_id, 0)[:-1]}"
-    tail = host.removeprefix(prefix) if host.startswith(prefix) else ""
-    return int(tail) if tail.isdigit() else None

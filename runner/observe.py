@@ -4,11 +4,15 @@
 the engine), its progress from Redis in one pipeline, and the org usage its limits need;
 decide.py turns the Observation into actions. A Redis fault is part of the observation
 (`fault`), not an exception: deciding what it means is decide.py's job.
+
+An Observation is never changed once taken (it is frozen): supervision's second round
+decides on one taken again (`retake`), after the first round's exits were carried out.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 import logging
 from dataclasses import dataclass, field
@@ -17,20 +21,27 @@ import redis
 
 from archiver.errors import EngineUnavailable, ProgressCorrupt
 from crawls import quotas
-from crawls.models import Crawl, CrawlMessage, Process, SnapshotStatus, StopReason
-from runner.decide import elapsed_now, instance_index
+from crawls.models import (
+    Crawl,
+    CrawlMessage,
+    Process,
+    SnapshotStatus,
+    StopReason,
+    elapsed_with_uncounted,
+)
+from runner.launchers.base import Instance, instance_index
 from runner.progress import Progress
 from runner.state import Held, Runtime
 
 REDIS_MEASURE_EVERY = 15.0  # seconds between two measures of a crawl's Redis database
 
 
-@dataclass
+@dataclass(frozen=True)
 class Observation:
     crawl: Crawl
     now: dt.datetime
     processes: list[Process]
-    instances: dict[int, object] = field(default_factory=dict)  # by Process pk; absent = unknown
+    instances: dict[int, Instance | None] = field(default_factory=dict)  # by Process pk; absent = unknown
     engine_down: bool = False
     progress: Progress | None = None
     fault: tuple[str, str] | None = None  # ("unreachable" | "corrupt", what)
@@ -40,63 +51,81 @@ class Observation:
     messages: list[CrawlMessage] = field(default_factory=list)
     has_files: bool = False
     progress_values: dict = field(default_factory=dict)
+    # The crawlers' own statuses by instance number, from `progress` (hosts of other names
+    # left out): computed when the observation is made, so reading it runs no code.
+    instance_statuses: dict[int, str] = field(init=False)
 
-    @property
-    def instance_statuses(self) -> dict[int, str]:
-        """The crawlers' own statuses, by instance number."""
-        if self.progress is None:
-            return {}
+    def __post_init__(self):
         found = {}
-        for host, status in self.progress.statuses.items():
+        for host, status in (self.progress.statuses if self.progress else {}).items():
             index = instance_index(self.crawl.pk, host)
             if index is not None:
                 found[index] = status
-        return found
+        object.__setattr__(self, "instance_statuses", found)  # frozen: set once, here
 
 
 def observe(rt: Runtime, crawl: Crawl, held: Held, now: dt.datetime, processes: list[Process],
             messages: list[CrawlMessage]) -> Observation:
-    obs = Observation(crawl=crawl, now=now, processes=processes, messages=list(messages),
-                      disk_reason=rt.disk_reason)
-    read_instances(rt, obs)
-    try:
-        obs.progress = rt.store.read(crawl.redis_db, crawl.pk, failed_offset=failed_offset(crawl, held))
-    except ProgressCorrupt as exc:
-        obs.fault = ("corrupt", str(exc))
-    except redis.RedisError as exc:
-        obs.fault = ("unreachable", type(exc).__name__)
+    instances, engine_down = read_instances(rt, processes)
+    progress, fault = read_progress(rt, crawl, held)
     if held.files_bytes is None:
         held.files_bytes = files_bytes(crawl)
-    obs.has_files = held.files_bytes > 0  # no query per tick: kept files are never empty
-    if obs.progress is not None:
-        obs.progress_values = progress_values(crawl, obs.progress, held.files_bytes)
-        check_limits(obs, crawl, processes, now)
-        check_redis_budget(rt, obs, held, now)
-    return obs
+    values, (limit_reason, limit_message) = {}, (None, "")
+    if progress is not None:
+        values = progress_values(crawl, progress, held.files_bytes)
+        limit_reason, limit_message = (check_limits(crawl, values, processes, now)
+                                       or check_redis_budget(rt, crawl, held, now) or (None, ""))
+    return Observation(
+        crawl=crawl, now=now, processes=list(processes), instances=instances,
+        engine_down=engine_down, progress=progress, fault=fault, disk_reason=rt.disk_reason,
+        limit_reason=limit_reason, limit_message=limit_message, messages=list(messages),
+        has_files=held.files_bytes > 0,  # no query per tick: kept files are never empty
+        progress_values=values)
 
 
-def read_instances(rt: Runtime, obs: Observation) -> None:
+def retake(rt: Runtime, first: Observation, held: Held, exited: bool) -> Observation:
+    """What the second round decides on, taken again after the first round's actions: the
+    statuses after an exit (an instance may have written its final status after the first
+    read), the rows still live, and whether the crawl has archives now that the exits'
+    sessions are kept. The rest is as the first look saw it."""
+    progress = first.progress
+    if progress is not None and exited:
+        progress = dataclasses.replace(progress, statuses=rt.store.statuses(first.crawl.redis_db,
+                                                                            first.crawl.pk))
+    return dataclasses.replace(first, progress=progress, has_files=bool(held.files_bytes),
+                               processes=[p for p in first.processes if p.is_live])
+
+
+def read_progress(rt: Runtime, crawl: Crawl, held: Held) -> tuple[Progress | None, tuple[str, str] | None]:
+    """The crawl's progress in one pipeline, or the fault that kept it from being read."""
+    try:
+        return rt.store.read(crawl.redis_db, crawl.pk, failed_offset=failed_offset(crawl, held)), None
+    except ProgressCorrupt as exc:
+        return None, ("corrupt", str(exc))
+    except redis.RedisError as exc:
+        return None, ("unreachable", type(exc).__name__)
+
+
+def read_instances(rt: Runtime, processes: list[Process]) -> tuple[dict[int, Instance | None], bool]:
     """Each started instance as this tick's listing shows it (or the engine, for one launched
-    after the listing). An engine that is away makes them all unknown, after one timeout,
-    and nothing is launched this tick (a launch would only wait for it again)."""
-    if rt.listed is None:
-        obs.engine_down = True
-        return
-    for process in obs.processes:
+    after the listing), by Process pk, and whether the engine is away. An engine that is
+    away makes them all unknown, after one timeout, and nothing is launched this tick (a
+    launch would only wait for it again)."""
+    instances: dict[int, Instance | None] = {}
+    for process in processes:
+        if rt.listed is None:
+            return instances, True
         if process.started_at is None:
             continue
         ref = rt.launcher.ref_of(process)
-        if rt.listed is None:
-            obs.engine_down = True
-            return
         if ref in rt.listed:
-            obs.instances[process.pk] = rt.listed[ref]
+            instances[process.pk] = rt.listed[ref]
             continue
         try:
-            obs.instances[process.pk] = rt.launcher.inspect(ref)
+            instances[process.pk] = rt.launcher.inspect(ref)
         except EngineUnavailable:
             rt.listed = None  # do not wait for the engine again this tick
-            obs.engine_down = True
+    return instances, rt.listed is None
 
 
 def failed_offset(crawl: Crawl, held: Held) -> int:
@@ -121,29 +150,29 @@ def progress_values(crawl: Crawl, progress: Progress, kept: int) -> dict:
             "pages_failed": progress.failed, "size_bytes": progress.size + kept}
 
 
-def check_limits(obs: Observation, crawl: Crawl, processes: list[Process], now: dt.datetime) -> None:
-    """The first limit or quota the crawl has reached with this tick's fresh numbers."""
+def check_limits(crawl: Crawl, values: dict, processes: list[Process],
+                 now: dt.datetime) -> tuple[str, str] | None:
+    """The first limit or quota the crawl has reached with this tick's fresh numbers
+    (`values`): its reason and the message that says it; None when none is reached."""
     if crawl.intent == "cancel" or crawl.stop_reason:
-        return
+        return None
     probe = copy.copy(crawl)
-    for name, value in obs.progress_values.items():
+    for name, value in values.items():
         setattr(probe, name, value)
-    probe.elapsed_seconds = elapsed_now(crawl.elapsed_seconds, processes, now)
+    # Counted time plus the longest uncounted run: a time limit holds within one tick.
+    probe.elapsed_seconds = elapsed_with_uncounted(crawl.elapsed_seconds, processes, now)
     usage = org_usage(crawl, now)
     reason = probe.stop_reason_due(usage)
-    if reason:
-        obs.limit_reason = reason
-        obs.limit_message = quotas.stop_message(probe, reason, usage)
+    return (reason, quotas.stop_message(probe, reason, usage)) if reason else None
 
 
-def check_redis_budget(rt: Runtime, obs: Observation, held: Held, now: dt.datetime) -> None:
+def check_redis_budget(rt: Runtime, crawl: Crawl, held: Held, now: dt.datetime) -> tuple[str, str] | None:
     """Over ARCHIVER_CRAWL_REDIS_MAX_BYTES in its Redis database (measured every
     REDIS_MEASURE_EVERY seconds): a crawler filling the server that every crawl shares."""
-    crawl = obs.crawl
-    if obs.limit_reason or crawl.intent == "cancel" or crawl.stop_reason or crawl.redis_db is None:
-        return
+    if crawl.intent == "cancel" or crawl.stop_reason or crawl.redis_db is None:
+        return None
     if held.redis_measured_at and (now - held.redis_measured_at).total_seconds() < REDIS_MEASURE_EVERY:
-        return
+        return None
     held.redis_measured_at = now
     try:
         used = rt.store.memory(crawl.redis_db)
@@ -151,15 +180,15 @@ def check_redis_budget(rt: Runtime, obs: Observation, held: Held, now: dt.dateti
         if rt.episodes.begin("redis-memory"):
             rt.event(f"Redis cannot measure a crawl's database ({str(exc)[:80]}); "
                      "ARCHIVER_CRAWL_REDIS_MAX_BYTES is not enforced", logging.WARNING)
-        return
+        return None
     except redis.RedisError:
-        return  # unreachable: the next read says so
+        return None  # unreachable: the next read says so
     budget = rt.settings.crawl_redis_max_bytes
-    if used > budget:
-        obs.limit_reason = StopReason.REDIS_BUDGET
-        obs.limit_message = (f"its Redis database holds {quotas.human_size(used)}, over the "
-                             f"{quotas.human_size(budget)} a crawl may use there "
-                             "(ARCHIVER_CRAWL_REDIS_MAX_BYTES)")
+    if used <= budget:
+        return None
+    return StopReason.REDIS_BUDGET, (f"its Redis database holds {quotas.human_size(used)}, over "
+                                     f"the {quotas.human_size(budget)} a crawl may use there "
+                                     "(ARCHIVER_CRAWL_REDIS_MAX_BYTES)")
 
 
 def org_usage(crawl: Crawl, now: dt.datetime) -> quotas.OrgUsageNow:

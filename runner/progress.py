@@ -23,6 +23,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import TypeVar
 
 import redis
@@ -34,6 +35,14 @@ log = logging.getLogger(__name__)
 
 DRAIN_BATCH = 500
 FINISHED_STATUSES = ("done", "failed", "canceled")
+
+
+class Flag(StrEnum):
+    """A command to every crawler of a crawl: the key `<crawl>:<flag>` they poll."""
+
+    STOPPING = "stopping"  # stop after the pages in progress, keep what was archived
+    CANCELED = "canceled"  # stop at once, keep nothing
+    PAUSED = "paused"  # stop after the pages in progress; the queue stays in Redis
 
 # What a crawl's ACL user may not run, on top of every @dangerous and @admin command.
 # Most are in those categories already; they are listed so that no future change of a
@@ -197,13 +206,11 @@ class ProgressStore:
 
     # --- commands --------------------------------------------------------------------
 
-    def set_flag(self, db: int, crawl_id: str, flag: str) -> None:
-        """`stopping`, `canceled` or `paused`: the crawlers poll these."""
-        assert flag in ("stopping", "canceled", "paused"), flag
-        self.client(db).set(f"{crawl_id}:{flag}", "1")
+    def set_flag(self, db: int, crawl_id: str, flag: Flag) -> None:
+        self.client(db).set(f"{crawl_id}:{Flag(flag)}", "1")
 
-    def clear_flag(self, db: int, crawl_id: str, flag: str) -> None:
-        self.client(db).delete(f"{crawl_id}:{flag}")
+    def clear_flag(self, db: int, crawl_id: str, flag: Flag) -> None:
+        self.client(db).delete(f"{crawl_id}:{Flag(flag)}")
 
     def stop_one(self, db: int, crawl_id: str, hostname: str) -> None:
         key = f"{crawl_id}:stopone"
@@ -226,7 +233,7 @@ class ProgressStore:
 
     def requeue(self, db: int, crawl_id: str, entries: dict[str, int]) -> None:
         """Queue entries ({JSON as crawlers queue them: depth}) of pages counted done whose
-        archive is lost, and count them undone, in one transaction (steps/handover.py)."""
+        archive is lost, and count them undone, in one transaction (runner/handover.py)."""
         if not entries:
             return
         pipe = self.client(db).pipeline(transaction=True)

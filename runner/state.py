@@ -14,10 +14,15 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from archiver.conf import Settings
 from crawls import admission
 from crawls.models import Crawl, CrawlLog
+
+if TYPE_CHECKING:  # annotations only: the launchers and the store never need the Runtime
+    from runner.launchers.base import Instance, Launcher
+    from runner.progress import Flag, ProgressStore
 
 log = logging.getLogger("runner.daemon")
 
@@ -29,7 +34,12 @@ class Held:
     token: int
     renewed_at: dt.datetime
     counted_at: dt.datetime | None = None
-    flags: set[str] = field(default_factory=set)  # Redis commands sent in this lease
+    flags: set[Flag] = field(default_factory=set)  # commands to all its crawlers sent in this lease
+    # Instances asked to stop on their own (`:stopone`: scaled away) in this lease, by number.
+    stopping_instances: set[int] = field(default_factory=set)
+    # Old crawlers of an adopted crawl asked to stop (its handover), by host name: they ran
+    # with another runner, under whatever names its Redis database holds.
+    stopping_old_hosts: set[str] = field(default_factory=set)
     redis_down_since: dt.datetime | None = None
     corrupt_since: dt.datetime | None = None  # its progress keys could not be read
     engine_down: bool = False
@@ -40,7 +50,7 @@ class Held:
     errors: int = 0  # unexpected errors in a row; backs off, then fails the crawl
     backoff_until: dt.datetime | None = None
     granted: bool = False  # its Redis credentials exist on the server (lost with a restart)
-    handover_until: dt.datetime | None = None  # adopted from a dead home: steps/handover.py
+    handover_until: dt.datetime | None = None  # adopted from a dead home: runner/handover.py
     redis_measured_at: dt.datetime | None = None  # when its Redis database was last measured
 
 
@@ -77,8 +87,8 @@ class Runtime:
     """The runner's parts and the state steps share across ticks."""
 
     settings: Settings
-    launcher: object  # runner.launchers.Launcher
-    store: object  # runner.progress.ProgressStore
+    launcher: Launcher
+    store: ProgressStore
     id: str
     clock: Callable[[], dt.datetime]
     host_check: Callable[[Crawl], str | None]
@@ -87,7 +97,7 @@ class Runtime:
     on_redis_down: Callable[[], None] | None = None
     held: dict[str, Held] = field(default_factory=dict)
     seen: dict[str, Crawl] = field(default_factory=dict)  # held crawls as last read (live view)
-    listed: dict[str, object] | None = None  # this tick's instances by ref; None = engine away
+    listed: dict[str, Instance] | None = None  # this tick's instances by ref; None = engine away
     disk_reason: str | None = None  # this tick's answer of disk_check()
     events: deque = field(default_factory=lambda: deque(maxlen=50))
     episodes: Episodes = field(default_factory=Episodes)

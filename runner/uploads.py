@@ -235,7 +235,7 @@ def keep_uploaded(rt, crawl: Crawl, process: Process, now: dt.datetime,
     file's key and the WACZ's page entries, what that WACZ holds is forgotten in the
     instance's folder and the WACZ deleted, as collect_session() does with a local archive.
     A WACZ that was not uploaded stays, and so do its WARCs: the next session packs them
-    again, or the crawl's end keeps them (keep_leftovers)."""
+    again, or the crawl's end keeps them (keep.keep_leftovers)."""
     kept = record_reports(rt, crawl, now)
     keys = dict(crawl.files.values_list("sha256", "path"))
 
@@ -250,7 +250,7 @@ def keep_uploaded(rt, crawl: Crawl, process: Process, now: dt.datetime,
 
 def push_kept(rt, crawl: Crawl, now: dt.datetime) -> list[str]:
     """With object storage, the files the runner itself kept under the data dir (WARCs a
-    crawler left unpackaged, kept by keep_leftovers at the crawl's end) go to the bucket too,
+    crawler left unpackaged, kept by keep.keep_leftovers at the crawl's end) go to the bucket too,
     so every archive of the crawl is where the others are. Per file: upload, HEAD (same
     size), delete the local file, then point the row at the object. A crash after the delete
     leaves a row whose file is gone but whose object exists: the next call finds the object

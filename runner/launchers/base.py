@@ -87,6 +87,13 @@ def hostname(crawl_id: str, instance: int) -> str:
     return f"crawl-{crawl_id}-{instance}"
 
 
+def instance_index(crawl_id: str, host: str) -> int | None:
+    """The instance number of `crawl-<id>-<i>` (hostname()), or None for another name."""
+    prefix = f"{hostname(crawl_id, 0)[:-1]}"
+    tail = host.removeprefix(prefix) if host.startswith(prefix) else ""
+    return int(tail) if tail.isdigit() else None
+
+
 @dataclass
 class Launched:
     ref: str

@@ -17,8 +17,9 @@ from django.db.models import Q
 
 from crawls import admission, quotas
 from crawls.models import Crawl, CrawlStatus, ExitReason, Intent, RunnerRecord
+from runner import ending, handover
+from runner.observe import files_bytes
 from runner.state import Held, Runtime
-from runner.steps import finish, handover
 
 log = logging.getLogger("runner.daemon")
 S = CrawlStatus
@@ -78,7 +79,7 @@ def adopt_expired(rt: Runtime, now: dt.datetime) -> bool:
 def take_home(rt: Runtime, pk: str, token: int, home: str, now: dt.datetime) -> None:
     """An adopted crawl is ours from now on. If its instances lived elsewhere (a runner known
     dead), they are lost with that runner, which is not a failure of the crawl: once they
-    are handed over (steps/handover.py), new ones are launched here from its Redis state."""
+    are handed over (runner/handover.py), new ones are launched here from its Redis state."""
     crawl = Crawl.objects.get(pk=pk)
     foreign = bool(crawl.home_dir) and crawl.home_dir != home
     if foreign:
@@ -115,7 +116,7 @@ def start_safely(rt: Runtime, crawl: Crawl, token: int, now: dt.datetime) -> boo
         return False
     except Exception as exc:
         log.exception("crawl %s: could not start", crawl.short_id)
-        finish.fail(rt, crawl, token, f"could not start: {exc}", now)
+        ending.fail(rt, crawl, token, f"could not start: {exc}", now)
         return False
 
 
@@ -123,7 +124,7 @@ def start(rt: Runtime, crawl: Crawl, token: int, now: dt.datetime) -> bool:
     """Admit a claimed crawl that is not running: quotas, org limit, host; then hold it."""
     if crawl.intent in (Intent.STOP, Intent.CANCEL):
         rt.held[crawl.pk] = Held(token, renewed_at=now)
-        finish.end_without_running(rt, crawl, token, now)
+        ending.end_without_running(rt, crawl, token, now)
         rt.held.pop(crawl.pk, None)
         return False
     decision = quotas.start_decision(crawl, now, rt.host_check)
@@ -174,6 +175,6 @@ def host_wait_reason(rt: Runtime, crawl: Crawl) -> str | None:
     """Why this host has no room to start `crawl` now (disk, memory), or None. A crawl that
     ran before needs room to package what it has."""
     memory = admission.memory_needed(crawl.launch_config())
-    unpacked = max(crawl.size_bytes - finish.files_bytes(crawl), 0) if crawl.started_at else 0
+    unpacked = max(crawl.size_bytes - files_bytes(crawl), 0) if crawl.started_at else 0
     reserve = admission.packaging_room(unpacked) if unpacked else 0
     return admission.wait_reason(rt.host_usage(), rt.settings.disk_threshold_percent, memory, reserve)

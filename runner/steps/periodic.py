@@ -11,8 +11,9 @@ import datetime as dt
 from archiver.errors import ArchiverError
 from crawls import admission, retention, schedules
 from crawls.models import Crawl
+from runner import ending
+from runner.observe import files_bytes
 from runner.state import Runtime
-from runner.steps import finish
 
 PURGE_EVERY = 60.0  # retention looks for expired crawls this often
 PURGE_AGAIN = 1.0  # ... or this soon when its last pass had a full batch or more
@@ -56,7 +57,7 @@ def resume_after_disk(rt: Runtime, now: dt.datetime) -> bool:
         return False
     resumed = 0
     for crawl in paused:
-        unpacked = max(crawl.size_bytes - finish.files_bytes(crawl), 0)
+        unpacked = max(crawl.size_bytes - files_bytes(crawl), 0)
         if free < admission.packaging_room(unpacked):
             continue
         with contextlib.suppress(ArchiverError):  # resumed or ended by someone meanwhile
@@ -74,5 +75,5 @@ def release_redis_left_over(rt: Runtime, now: dt.datetime) -> bool:
     settled = now - dt.timedelta(seconds=2 * rt.settings.lease_seconds)
     found = False
     for crawl in Crawl.objects.final_holding_redis(settled)[:20]:
-        found |= finish.release_redis(rt, crawl, crawl.redis_db)
+        found |= ending.release_redis(rt, crawl, crawl.redis_db)
     return found

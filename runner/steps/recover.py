@@ -15,7 +15,9 @@ import shutil
 from archiver.errors import EngineUnavailable, LaunchError
 from crawls.models import Crawl, CrawlStatus, ExitReason, Process
 from runner import archive
+from runner.keep import keep_instance_leftovers, keep_leftovers, keep_session, record_kept
 from runner.state import Runtime
+from runner.steps import claim
 
 log = logging.getLogger("runner.daemon")
 S = CrawlStatus
@@ -75,8 +77,6 @@ def remove_orphan(rt: Runtime, instance) -> bool:
 def adopted_away(rt: Runtime, crawl: Crawl | None, row: Process | None) -> bool:
     """An instance of ours whose crawl another runner adopted while we were gone (or hung):
     that runner relaunched it elsewhere, and never sees what this one archived here."""
-    from runner.steps import claim
-
     return (crawl is not None and row is not None and row.exit_reason == ExitReason.ORPHANED
             and crawl.home_dir not in ("", claim.home_of(rt)))
 
@@ -85,11 +85,8 @@ def keep_orphaned(rt: Runtime, crawl: Crawl, row: Process, now: dt.datetime) -> 
     """What a crawler we found still running for a crawl that left us archived: recorded for
     that crawl from this data dir (its session's WACZ, and WARCs it did not package: no later
     session will pack them, since the crawl now runs elsewhere)."""
-    from runner.apply import keep_session, record_kept
-
     keep_session(rt, crawl, row, now)
-    record_kept(rt, crawl, archive.keep_leftovers(rt.settings.data_dir, crawl, row, now,
-                                                  archive.Limits.of(rt.settings)), now)
+    keep_instance_leftovers(rt, crawl, row, now)
 
 
 def keep_what_is_left_here(rt: Runtime, now: dt.datetime) -> bool:
@@ -97,9 +94,6 @@ def keep_what_is_left_here(rt: Runtime, now: dt.datetime) -> bool:
     any more (they ended, or a runner adopted them while we were dead). What their instances
     left is kept and recorded, files in archives/ that no row records are recorded (never
     deleted), and their working folders go once nothing is left behind."""
-    from runner.apply import keep_session, record_kept
-    from runner.steps import claim, finish
-
     data_dir, home = rt.settings.data_dir, claim.home_of(rt)
     limits = archive.Limits.of(rt.settings)
     working = {p.name for p in rt.settings.crawls_dir.iterdir()} if rt.settings.crawls_dir.is_dir() else set()
@@ -110,7 +104,7 @@ def keep_what_is_left_here(rt: Runtime, now: dt.datetime) -> bool:
         for process in crawl.processes.filter(started_at__isnull=False).order_by("created_at", "pk"):
             keep_session(rt, crawl, process, now)
         record_kept(rt, crawl, archive.adopt_unrecorded(data_dir, crawl, now, limits), now)
-        if crawl.pk in working and not finish.keep_leftovers(rt, crawl, now):
+        if crawl.pk in working and not keep_leftovers(rt, crawl, now):
             shutil.rmtree(rt.settings.crawls_dir / crawl.pk, ignore_errors=True)
         found = True
     return found

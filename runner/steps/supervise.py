@@ -7,7 +7,6 @@ after MAX_ERRORS in a row, with the error; a database error only skips it this t
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import logging
 import time
@@ -16,13 +15,13 @@ from collections import defaultdict
 import redis
 from django.db import DatabaseError
 
+from archiver.errors import CrawlFailed
 from crawls.models import Crawl, CrawlMessage, CrawlStatus, Process
-from runner import decide
-from runner.apply import CrawlFailed, carry_out
+from runner import decide, ending, handover
+from runner.apply import carry_out
 from runner.decide import HandleExit, Policy
-from runner.observe import Observation, observe
+from runner.observe import observe, retake
 from runner.state import Runtime
-from runner.steps import finish, handover
 
 log = logging.getLogger("runner.daemon")
 S = CrawlStatus
@@ -81,7 +80,7 @@ def supervise_safely(rt: Runtime, crawl: Crawl, now: dt.datetime, processes: lis
             return False
         found = supervise(rt, crawl, now, processes, messages)
     except CrawlFailed as exc:
-        finish.fail(rt, crawl, held.token, str(exc), now, exc.stop_reason)
+        ending.fail(rt, crawl, held.token, str(exc), now, exc.stop_reason)
         return True
     except DatabaseError:
         log.exception("crawl %s: database error; trying again next tick", crawl.short_id)
@@ -100,7 +99,7 @@ def unexpected(rt: Runtime, crawl: Crawl, exc: Exception, now: dt.datetime) -> b
     if held.errors >= MAX_ERRORS:
         log.error("crawl %s: supervision failed %d times in a row; failing it (%s)",
                   crawl.short_id, held.errors, what)
-        finish.fail(rt, crawl, held.token, f"the runner could not supervise it ({what})", now)
+        ending.fail(rt, crawl, held.token, f"the runner could not supervise it ({what})", now)
         return True
     delay = min(2.0 ** held.errors, ERROR_BACKOFF_CAP)
     held.backoff_until = now + dt.timedelta(seconds=delay)
@@ -145,7 +144,7 @@ def supervise(rt: Runtime, crawl: Crawl, now: dt.datetime, processes: list[Proce
     if held.handover_until is not None and handover.pending(rt, crawl, held, now):
         return False
     if crawl.status == S.PAUSED:
-        return finish.end_paused(rt, crawl, held.token, now)
+        return ending.end_paused(rt, crawl, held.token, now)
     if processes is None:
         processes = list(crawl.processes.live())
     grant(rt, crawl)
@@ -156,21 +155,10 @@ def supervise(rt: Runtime, crawl: Crawl, now: dt.datetime, processes: list[Proce
         carry_out(rt, obs, held, action)
     if crawl.pk not in rt.held:
         return True
-    obs = after_first_round(rt, obs, held, first)
+    obs = retake(rt, obs, held, exited=any(isinstance(a, HandleExit) for a in first))
     for action in decide.second_round(obs, held, rules):
         carry_out(rt, obs, held, action)
     return crawl.pk not in rt.held
-
-
-def after_first_round(rt: Runtime, obs: Observation, held, first: list) -> Observation:
-    """What the second round decides on, taken again: the statuses after an exit (an instance
-    may have written its final status after the first read), the rows still live, and
-    whether the crawl has archives now that the exits' sessions are kept."""
-    progress = obs.progress
-    if progress is not None and any(isinstance(a, HandleExit) for a in first):
-        progress = dataclasses.replace(progress, statuses=rt.store.statuses(obs.crawl.redis_db, obs.crawl.pk))
-    return dataclasses.replace(obs, progress=progress, processes=[p for p in obs.processes if p.is_live],
-                               has_files=bool(held.files_bytes))
 
 
 def grant(rt: Runtime, crawl: Crawl) -> None:

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from crawls.config import CrawlConfig
 from crawls.crawl_logs import MAX_MESSAGE, keep_lines, oldest_to_drop
 from crawls.models import Crawl, CrawlLog, Org, Process
-from runner.apply import keep_log
+from runner.crawler_log import keep_log
 from runner.launchers import hostname
 
 pytestmark = pytest.mark.django_db

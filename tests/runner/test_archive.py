@@ -140,8 +140,8 @@ def test_warcs_of_a_crawler_killed_before_packaging_are_kept_byte_for_byte(data_
     write_session(coll, {"a.warc.gz": clean, "b.warc.gz": cut})
     process = make_process(crawl)
 
-    kept = archive.keep_leftovers(data_dir, crawl, process, T0)
-    archive.keep_leftovers(data_dir, crawl, process, T0)
+    kept = archive.move_leftovers(data_dir, crawl, process, T0)
+    archive.move_leftovers(data_dir, crawl, process, T0)
 
     prefix = f"archives/{crawl.pk}/{crawl.pk}-0-{process.pk}-"
     rows = {row.path: row for row in CrawlFile.objects.all()}
@@ -174,7 +174,7 @@ def test_leftovers_after_a_wacz_are_only_what_it_did_not_hold(data_dir, crawl, s
     wacz = archive.collect_wacz(data_dir, crawl, process, T0).files[0]
     archive.forget_archived(data_dir, crawl.pk, 0, wacz)
 
-    kept = archive.keep_leftovers(data_dir, crawl, process, T0)
+    kept = archive.move_leftovers(data_dir, crawl, process, T0)
 
     assert [row.size for row in kept.files] == [len(late)]
     assert CrawlFile.objects.count() == 2
@@ -282,8 +282,8 @@ def test_leftovers_moved_before_a_crash_are_recorded_once_by_the_next_look(data_
     folder.mkdir(parents=True)
     (folder / f"{crawl.pk}-0-{process.pk}-a.warc.gz").write_bytes(warc := warc_bytes("http://a/"))
 
-    kept = archive.keep_leftovers(data_dir, crawl, process, T0)
-    again = archive.keep_leftovers(data_dir, crawl, process, T0)
+    kept = archive.move_leftovers(data_dir, crawl, process, T0)
+    again = archive.move_leftovers(data_dir, crawl, process, T0)
 
     assert [row.sha256 for row in kept.files] == [sha256(warc)] and again.files == []
     assert org_bytes(crawl) == len(warc) and CrawlFile.objects.count() == 1
@@ -294,7 +294,7 @@ def test_a_leftover_warc_with_an_odd_name_is_kept_under_a_safe_one(data_dir, cra
     write_session(coll, {"-odd name é.warc.gz": (warc := warc_bytes("http://a/"))})
     process = make_process(crawl)
 
-    kept = archive.keep_leftovers(data_dir, crawl, process, T0)
+    kept = archive.move_leftovers(data_dir, crawl, process, T0)
 
     odd = hashlib.sha256("-odd name é.warc.gz".encode()).hexdigest()[:16]
     assert [row.path for row in kept.files] == [f"archives/{crawl.pk}/{crawl.pk}-0-{process.pk}-{odd}.warc.gz"]
@@ -356,7 +356,7 @@ def test_kept_leftover_warcs_are_private_to_the_runner(data_dir, crawl):
     if os.geteuid() == 0:
         os.chown(coll / "archive" / "a.warc.gz", 1000, 1000)
 
-    kept = archive.keep_leftovers(data_dir, crawl, make_process(crawl), T0)
+    kept = archive.move_leftovers(data_dir, crawl, make_process(crawl), T0)
 
     assert owner_and_mode(data_dir / kept.files[0].path) == runners_own(data_dir)
 

@@ -6,12 +6,20 @@ import datetime as dt
 
 import pytest
 
-from crawls.models import Crawl, CrawlStatus, ExitReason, Intent, Process, ProcessStatus
+from crawls.models import (
+    Crawl,
+    CrawlStatus,
+    ExitReason,
+    Intent,
+    Process,
+    ProcessStatus,
+    elapsed_with_uncounted,
+)
 from runner import decide
 from runner.daemon import classify_exit, crawl_state_for, decide_outcome, relaunch_delay
-from runner.decide import elapsed_now, fatal_line
+from runner.decide import fatal_line
 from runner.observe import Observation
-from runner.progress import Progress
+from runner.progress import Flag, Progress
 from runner.state import Held
 
 S = CrawlStatus
@@ -161,10 +169,10 @@ def test_a_full_disk_pauses_and_a_limit_stops_each_command_once():
     held = Held(token=1, renewed_at=t0)
     obs = observation(crawl, t0, progress=Progress(), disk_reason="waiting: disk 95 % full")
     actions = decide.command_actions(obs, held)
-    assert decide.PauseForDisk("waiting: disk 95 % full") in actions and decide.SetFlag("paused") in actions
+    assert decide.PauseForDisk("waiting: disk 95 % full") in actions and decide.SetFlag(Flag.PAUSED) in actions
     obs = observation(crawl, t0, progress=Progress(), limit_reason="time_limit")
-    assert decide.command_actions(obs, held) == [decide.LimitStop("time_limit"), decide.SetFlag("stopping")]
-    held.flags.add("stopping")
+    assert decide.command_actions(obs, held) == [decide.LimitStop("time_limit"), decide.SetFlag(Flag.STOPPING)]
+    held.flags.add(Flag.STOPPING)
     crawl.stop_reason, crawl.intent = "time_limit", Intent.STOP
     assert decide.command_actions(obs, held) == []
 
@@ -180,7 +188,7 @@ def test_instances_to_launch_skip_finished_ones_and_wait_for_their_backoff():
 
 def test_elapsed_time_includes_what_runs_but_is_not_counted_yet():
     running = Process(status=ProcessStatus.RUNNING, started_at=t0, counted_until=t0 + dt.timedelta(seconds=5))
-    assert elapsed_now(5.0, [running], t0 + dt.timedelta(seconds=9)) == 9.0
+    assert elapsed_with_uncounted(5.0, [running], t0 + dt.timedelta(seconds=9)) == 9.0
 
 
 @pytest.mark.parametrize("ending", [{"intent": Intent.CANCEL}, {"intent": Intent.STOP, "stop_reason": "user"},

@@ -228,7 +228,7 @@ def test_leftover_links_and_devices_are_not_kept(data_dir, crawl, untouched):
     os.mkfifo(coll / "archive" / "f.warc.gz")
     (coll / "archive" / "ok.warc.gz").write_bytes(ok := warc_bytes("http://ok/"))
 
-    kept = archive.keep_leftovers(data_dir, crawl, make_process(crawl), T0)
+    kept = archive.move_leftovers(data_dir, crawl, make_process(crawl), T0)
 
     assert [row.size for row in kept.files] == [ok.__len__()]
     assert kept.left_behind == len(kept.warnings) == 3

@@ -1,6 +1,6 @@
 """A crawl adopted from a dead home is handed over before anything is relaunched: its old
 crawlers are asked to stop and waited for, then the pages Redis counts done that no
-uploaded archive holds go back into the queue (runner/steps/handover.py). Against a real
+uploaded archive holds go back into the queue (runner/handover.py). Against a real
 Redis, the moto server and the test database."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from django.db.models import Sum
 
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlLog, Org, Snapshot, SnapshotStatus
+from runner import handover
 from runner.launchers import hostname
 from runner.progress import ProgressStore
 from runner.redis_server import RedisEndpoint
 from runner.state import Held, Runtime
-from runner.steps import handover
 from runner.uploads import reports_key
 from tests.storage.conftest import storage_settings
 

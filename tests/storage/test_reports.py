@@ -179,8 +179,8 @@ def test_crawler_keys_can_differ_from_the_runner_s(data_dir, s3_endpoint):
 
 
 def test_redis_keeps_no_report_after_the_crawl_s_clean_up_reads_them(runtime, crawl, s3, bucket):
-    # finish.keep_leftovers reads the last reports before the database is flushed.
-    from runner.steps.finish import keep_leftovers
+    # keep.keep_leftovers reads the last reports before the database is flushed.
+    from runner.keep import keep_leftovers
 
     runtime.store.client(7).rpush(reports_key(crawl.pk), uploaded(s3, bucket, crawl, "z.wacz", b"z"))
     rt = SimpleNamespace(**vars(runtime), held={}, event=lambda *a, **k: None,
@@ -193,7 +193,7 @@ def test_redis_keeps_no_report_after_the_crawl_s_clean_up_reads_them(runtime, cr
 def test_an_upload_nobody_reported_is_recorded_at_the_crawl_s_end_and_a_bad_one_is_said(
         runtime, crawl, s3, bucket):
     from crawls.models import Snapshot, SnapshotStatus
-    from runner.steps.finish import keep_leftovers
+    from runner.keep import keep_leftovers
     from tests.storage.test_handover import wacz_of
 
     Snapshot.objects.create(crawl=crawl, url="http://site/a", status=SnapshotStatus.DONE)
@@ -219,7 +219,7 @@ def test_the_pages_of_an_uploaded_session_are_named_after_its_object(runtime, cr
     # With a bucket there is no kept local WACZ: the session's own WACZ is read before the
     # runner deletes it, and its pages get the name of the recorded object of the same SHA-256.
     from crawls.models import Process, Snapshot
-    from runner.apply import keep_session
+    from runner.keep import keep_session
     from tests.runner.test_crawler_rules import wacz_with_pages
 
     process = Process.objects.create(crawl=crawl, instance=0, hostname=f"crawl-{crawl.pk}-0",

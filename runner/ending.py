@@ -1,7 +1,9 @@
 """Ending a held crawl: finished, failed, paused, or ended before it ran; and what goes with
 it (the last progress read, instances removed, files kept, Redis flushed then released).
 
-Nothing a crawl archived is deleted here unless the crawl was canceled.
+Nothing a crawl archived is deleted here unless the crawl was canceled. Supervision ends a
+crawl through runner/apply.py (Finish, CancelTimeout) or its error boundary (fail); the claim
+step ends paused crawls and crawls asked to stop before they ran.
 """
 
 from __future__ import annotations
@@ -16,19 +18,21 @@ import redis
 
 from archiver.errors import LaunchError
 from crawls import quotas, storage
-from crawls.models import STOPPED_STATE, Crawl, CrawlStatus, ExitReason, Intent, StopReason
-from runner import archive, uploads
-from runner.apply import (
-    READ_REST_BATCHES,
-    crawler_words,
-    drain_rest,
-    ingest,
-    keep_session,
-    name_listed,
-    record_kept,
+from crawls.models import (
+    STOPPED_STATE,
+    Crawl,
+    CrawlStatus,
+    ExitReason,
+    Intent,
+    SnapshotStatus,
+    StopReason,
 )
+from runner import archive
+from runner.crawler_log import crawler_words
 from runner.decide import ALL_FAILED, Outcome
-from runner.observe import failed_offset, files_bytes, progress_values
+from runner.ingest import drain_rest, read_rest
+from runner.keep import keep_leftovers, keep_session
+from runner.observe import files_bytes
 from runner.state import Runtime
 
 log = logging.getLogger("runner.daemon")
@@ -138,25 +142,8 @@ def end_without_running(rt: Runtime, crawl: Crawl, token: int, now: dt.datetime)
     return False
 
 
-def read_rest(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
-    """The last counters, pages, failed pages and error lines the crawlers wrote."""
-    held = rt.held[crawl.pk]
-    for _ in range(READ_REST_BATCHES):
-        progress = rt.store.read(crawl.redis_db, crawl.pk, failed_offset=failed_offset(crawl, held))
-        ingest(crawl, progress.pages, progress.errors, now, progress.failed_pages)
-        held.failed_read = progress.failed
-        values = progress_values(crawl, progress, files_bytes(crawl))
-        changed = {k: v for k, v in values.items() if getattr(crawl, k) != v}
-        if changed:
-            rt.save(crawl, now, **changed)
-        if not progress.more:
-            return
-
-
 def settle_retried_pages(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
     """The end of a failed-pages session: a page it did not report stays failed."""
-    from crawls.models import SnapshotStatus
-
     crawl.snapshots.filter(status=SnapshotStatus.QUEUED).update(
         status=SnapshotStatus.FAILED, error="not archived by the failed-pages session")
     rt.save(crawl, now, pages_failed=crawl.failed_pages().count(),
@@ -190,54 +177,6 @@ def clean_up(rt: Runtime, crawl: Crawl, db: int | None = None) -> None:
     if db is not None:
         release_redis(rt, crawl, db)
     slot_freed(rt, crawl)
-
-
-def keep_leftovers(rt: Runtime, crawl: Crawl, now: dt.datetime) -> int:
-    """WARCs the crawl's instances left unpackaged are kept and recorded (never deleted), and
-    with object storage so are uploads nobody reported; returns how many files could not be
-    kept."""
-    latest = {}
-    for process in crawl.processes.order_by("created_at", "pk"):
-        latest[process.instance] = process
-    left_behind, added = 0, 0
-    if rt.settings.s3 is not None:  # the last reports, before the Redis database is flushed
-        kept = uploads.record_reports(rt, crawl, now)
-        record_kept(rt, crawl, kept, now)
-        added += kept.added_bytes
-    for process in latest.values():
-        kept = archive.keep_leftovers(rt.settings.data_dir, crawl, process, now,
-                                      archive.Limits.of(rt.settings))
-        record_kept(rt, crawl, kept, now)
-        left_behind += kept.left_behind
-        added += kept.added_bytes
-    if rt.settings.s3 is not None:
-        for warning in uploads.push_kept(rt, crawl, now):
-            rt.note(crawl, warning, "warning", now)
-        added += record_unreported(rt, crawl, now)
-    if added:
-        # The token as read (supervision checked it is ours; recovery reads crawls it does
-        # not hold): a crawl retried or taken since then is left alone.
-        crawl.record_kept_bytes(files_bytes(crawl), crawl.lease_token)
-    return left_behind
-
-
-def record_unreported(rt: Runtime, crawl: Crawl, now: dt.datetime) -> int:
-    """Uploads in the crawl's prefix that no report named, recorded and their pages named
-    (one LIST when there are none); the bytes added. The store away: said, and left."""
-    objects, limits = storage.object_store(rt.settings), archive.Limits.of(rt.settings)
-    try:
-        kept = uploads.record_unreported(rt, crawl, now)
-    except storage.StorageError as exc:
-        rt.note(crawl, f"uploads nobody reported were not looked for: {exc}", "warning", now)
-        return 0
-    record_kept(rt, crawl, kept, now)
-    try:
-        for row in kept.files:
-            with objects.open(row.path, row.size) as handle:
-                name_listed(rt, crawl, row.path, archive.page_entries(handle, row.size, limits), now)
-    except storage.StorageError as exc:
-        rt.note(crawl, f"the pages of an upload nobody reported are not named: {exc}", "warning", now)
-    return kept.added_bytes
 
 
 def release_redis(rt: Runtime, crawl: Crawl, db: int) -> bool:

@@ -34,7 +34,8 @@ from archiver.errors import ArchiverError
 from crawls import storage
 from crawls.models import Crawl, Snapshot, SnapshotStatus
 from runner import archive, uploads
-from runner.apply import drain_rest, name_listed, record_kept
+from runner.ingest import drain_rest
+from runner.keep import name_listed, record_kept, record_reported
 from runner.state import Held, Runtime
 
 log = logging.getLogger("runner.daemon")
@@ -80,21 +81,21 @@ def pending(rt: Runtime, crawl: Crawl, held: Held, now: dt.datetime) -> bool:
 
 def ask_to_stop(rt: Runtime, crawl: Crawl, held: Held, hosts: list[str]) -> None:
     for host in hosts:
-        if f"handover-{host}" not in held.flags:
+        if host not in held.stopping_old_hosts:
             rt.store.stop_one(crawl.redis_db, crawl.pk, host)
-            held.flags.add(f"handover-{host}")
+            held.stopping_old_hosts.add(host)
             rt.event(f"crawl {crawl.short_id}: asked its old crawler {host} to stop")
 
 
 def take_over(rt: Runtime, crawl: Crawl, hosts: list[str], silent: list[str], now: dt.datetime) -> None:
     """Record, name, then requeue what no archive holds; the old instances forgotten."""
-    record_kept(rt, crawl, uploads.record_reports(rt, crawl, now), now)
+    record_reported(rt, crawl, now)
     if rt.settings.s3 and rt.store.client(crawl.redis_db).llen(uploads.reports_key(crawl.pk)):
         # Not recorded yet (the store is away): their pages would look lost.
         raise storage.StorageError("object storage: uploads are not recorded yet")
     # An upload whose host died before it reported it holds pages too (StorageError: wait).
     record_kept(rt, crawl, uploads.record_unreported(rt, crawl, now), now)
-    drain_rest(rt, crawl, now)
+    drain_rest(rt, crawl, now)  # what they reported, so the pages named next exist
     name_from_bucket(rt, crawl, now)
     requeued = requeue_unarchived(rt, crawl)
     for host in hosts:  # their `done` must not end the crawl, nor their `:stopone` stop ours
@@ -126,7 +127,8 @@ def name_from_bucket(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
     """Snapshot.filename for the pages of each of the crawl's archives in the bucket, read
     from the object's page lists (a few ranged GETs each, not the whole WACZ). The store
     away raises StorageError (the handover waits); an archive that cannot be read is said
-    (name_listed), and its pages, if done, are crawled again rather than trusted to it."""
+    (name_listed), and its pages, if done, are crawled again rather than trusted to it.
+    What the crawlers reported is read before (take_over), so the pages exist."""
     objects = storage.object_store(rt.settings)
     if objects is None:
         return

@@ -1,0 +1,174 @@
+"""Planning and starting a crawl's instances: the Process row first, then the launch.
+
+A row is written before its instance is launched (with its relaunch backoff as `retry_at`),
+and before launching a pending row the launcher is asked whether one was started for it
+already (a crash between the launch and the row update): docs/architecture.md, "Resources
+are owned through the lease". What the crawler is given is built here: its config file
+(with what is left of the crawl's limits), its browser profile, its Redis credentials and,
+with a bucket, the upload contract.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from archiver.errors import CrawlFailed, EngineUnavailable, ImageMissing, LaunchError
+from crawls.config import CrawlConfig
+from crawls.models import Crawl, CrawlStatus, ExitReason, Process, ProcessStatus
+from crawls.profiles import profile_path
+from runner import archive, decide, uploads
+from runner.decide import FAILED_ATTEMPT
+from runner.keep import keep_session
+from runner.launchers import LaunchSpec, hostname
+from runner.redis_server import for_crawlers
+from runner.state import Held, Runtime
+
+S = CrawlStatus
+
+ENGINE_RETRY = 2.0  # launch again this long after the engine did not answer
+IMAGE_RETRY = 10.0  # look for a missing crawler image again this often
+REDIS_RELAUNCH = 2.0  # an instance that exited because Redis was away is relaunched after this
+ENGINE_WAIT = "waiting: Docker engine unreachable"
+
+
+def start_or_follow(rt: Runtime, crawl: Crawl, held: Held, process: Process, now: dt.datetime) -> None:
+    """Launch the instance of a due row, or follow the one a crash left already started."""
+    found = find_started(rt, crawl, process)
+    if found is None:
+        start_instance(rt, crawl, held, process, now)
+        return
+    ref = found.ref if rt.launcher.ref_of(process) != found.ref else ""
+    process.mark_running(now, ref=ref, pid=found.pid, runner=rt.id, launcher=rt.launcher.name,
+                         done=crawl.pages_done)
+    rt.event(f"crawl {crawl.short_id}: instance {process.instance} was already running; following it")
+
+
+def find_started(rt: Runtime, crawl: Crawl, process: Process):
+    """An instance already started for this row (a crash cut its launch short), or None."""
+    instance_dir = rt.settings.crawls_dir / crawl.pk / str(process.instance)
+    try:
+        instance = rt.launcher.find(process.pk, crawl.pk, process.instance, instance_dir)
+    except LaunchError:
+        return None
+    return instance if instance is not None and instance.running else None
+
+
+def plan_launch(rt: Runtime, crawl: Crawl, instance: int, now: dt.datetime) -> Process:
+    """A Process row for the next launch of `instance`, due after its backoff."""
+    history = list(Process.objects.filter(crawl=crawl, instance=instance)
+                   .order_by("created_at", "pk").values_list("exit_reason", "status"))
+    failures = decide.failures_of(history)
+    if failures >= rt.settings.max_launch_attempts:
+        raise CrawlFailed(f"crawler instance {hostname(crawl.pk, instance)} failed {failures} times; "
+                          "giving up (see the crawl's log)")
+    delay = decide.relaunch_delay(failures) if history and history[-1][0] in FAILED_ATTEMPT else 0.0
+    if history and history[-1][0] == ExitReason.REDIS:
+        delay = max(delay, REDIS_RELAUNCH)
+    if delay:
+        rt.note(crawl, f"relaunching instance {instance} in {delay:g} s (failure {failures})", now=now)
+    return Process.objects.create(
+        crawl=crawl, instance=instance, hostname=hostname(crawl.pk, instance),
+        launcher=rt.launcher.name, runner=rt.id, status=ProcessStatus.STARTING,
+        retry_at=now + dt.timedelta(seconds=delay), created_at=now,
+    )
+
+
+def crawler_config(rt: Runtime, crawl: Crawl, now: dt.datetime) -> dict:
+    """The crawler's config file: the crawl's config, with what is left of its limits, so
+    the crawler itself stops within them (crawler-protocol.md: per session)."""
+    config = crawl.launch_config()
+    page_limit = min(filter(None, [config.page_limit, crawl.org.max_pages_per_crawl]), default=None)
+    values = config.crawler_config(page_limit)
+    if config.size_limit and not crawl.config_override:
+        values["sizeLimit"] = max(config.size_limit - crawl.size_bytes, 1)
+    if config.time_limit and not crawl.config_override:
+        values["timeLimit"] = max(int(config.time_limit - crawl.elapsed_seconds), 1)
+    return values
+
+
+def browser_profile(rt: Runtime, crawl: Crawl, config: CrawlConfig) -> Path | None:
+    """The profile file a crawl's instances mount, after checking this runner can launch its
+    browser options at all; CrawlFailed (with the profile's name only) when it cannot."""
+    launcher = rt.launcher.name
+    if config.uses_browser() and not rt.settings.browser_crawler(launcher):
+        raise CrawlFailed(f"its browser options need a browser crawler; this runner's crawler "
+                          f"{rt.settings.crawler_name(launcher)} fetches over HTTP only")
+    if config.profile is None:
+        return None
+    path = profile_path(rt.settings.data_dir, crawl.org_id, config.profile)
+    if not path.is_file():  # removed since, or added on another runner's data dir
+        raise CrawlFailed(f"its browser profile {config.profile!r} is not in this runner's data dir "
+                          f"(add it again with: archiver profile add {config.profile} FILE)")
+    return path
+
+
+def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now: dt.datetime) -> bool:
+    instance_dir = rt.settings.crawls_dir / crawl.pk / str(process.instance)
+    try:
+        with archive.folder(rt.settings.data_dir, archive.CRAWLS, crawl.pk, str(process.instance),
+                            create=True):
+            pass  # created (0700) without following a link a crawler planted
+    except archive.Refused as exc:
+        raise CrawlFailed(f"cannot prepare its crawler's folder: {exc}") from exc
+    config = crawl.launch_config()
+    profile = browser_profile(rt, crawl, config)  # before Redis grants anything: it may refuse
+    spec = LaunchSpec(
+        crawl_id=crawl.pk, instance=process.instance, process_id=process.pk,
+        instance_dir=instance_dir, workers=config.workers,
+        redis=for_crawlers(rt.store.grant(crawl.redis_db, crawl.pk), rt.settings.redis_public_url),
+        db=crawl.redis_db, runner_id=rt.id,
+        disk_utilization=int(rt.settings.disk_threshold_percent),
+        config=crawler_config(rt, crawl, now), org=crawl.org.slug,
+        browser_args=tuple(config.browser_args()), profile=profile,
+        storage_env=uploads.crawler_env(rt.settings.s3, crawl.pk, process.hostname, process.pk)
+        if rt.settings.s3 else {},
+        report_key=uploads.reports_key(crawl.pk),
+    )
+    try:
+        launched = rt.launcher.launch(spec)
+    except ImageMissing as exc:
+        cannot_launch_yet(rt, crawl, held, process, f"waiting: {exc}"[:300], exc, IMAGE_RETRY, now)
+        return False
+    except EngineUnavailable as exc:
+        rt.listed = None  # do not wait for the engine again this tick
+        cannot_launch_yet(rt, crawl, held, process, ENGINE_WAIT, exc, ENGINE_RETRY, now)
+        return False
+    except LaunchError as exc:
+        if exc.permanent:
+            raise CrawlFailed(f"cannot launch its crawler: {exc}") from exc
+        process.mark_lost(ExitReason.CRASH, str(exc), now)
+        rt.note(crawl, f"launching instance {process.instance} failed: {exc}", "warning", now)
+        return False
+    process.mark_running(now, ref=launched.container_id, pid=launched.pid, image=launched.image,
+                         args=launched.args, runner=rt.id, launcher=rt.launcher.name,
+                         done=crawl.pages_done)
+    rt.event(f"crawl {crawl.short_id}: launched instance {process.instance} ({rt.launcher.name})")
+    if crawl.status in (S.STARTING, S.WAITING_CAPACITY):
+        crawl.mark_running(held.token, now)
+    return True
+
+
+def cannot_launch_yet(rt: Runtime, crawl: Crawl, held: Held, process: Process, reason: str,
+                      exc: Exception, retry: float, now: dt.datetime) -> None:
+    """Not a crash of the crawl (the engine is away, the image is missing): the row waits,
+    the crawl says why, once. The runner never pulls an image in its loop."""
+    process.defer(now + dt.timedelta(seconds=retry))
+    if crawl.waiting_reason == reason:
+        return
+    rt.note(crawl, f"cannot launch: {exc}", "warning", now)
+    if crawl.status in (S.STARTING, S.RUNNING):
+        crawl.mark_waiting(S.WAITING_CAPACITY, reason, held.token, now)
+    else:
+        rt.set_waiting_reason(crawl, reason, now)
+
+
+def restart_instances(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
+    """Stop every running instance and keep what it packaged; the next launch round starts
+    them again. Not a failure: no backoff, no attempt used. On SIGTERM the real crawler
+    exits 11 with status `interrupted` and writes NO WACZ: its WARCs stay in its folder and
+    the next session's WACZ holds them (archiver's own crawler packages before it exits)."""
+    for process in crawl.processes.filter(status=ProcessStatus.RUNNING):
+        rt.launcher.remove(rt.launcher.ref_of(process))
+        keep_session(rt, crawl, process, now)
+        process.mark_removed(now)
