@@ -1,6 +1,6 @@
 """The admin: crawls (mostly read-only, with the same actions as the CLI), orgs and schedules.
 
-Actions call the model's transition methods, exactly like the CLI, so the admin can never
+Actions and buttons call crawls.actions, as the CLI and the API do, so the admin can never
 put a crawl into a state the CLI could not. Webhooks are registered by their own module.
 """
 
@@ -18,11 +18,11 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
-from archiver.errors import NotAllowed
-from crawls import admin_views, schedules, wake
+from archiver.errors import ActionRefused
+from crawls import admin_views, schedules
 from crawls.admin_forms import BROWSER_FIELDS, ScheduleForm, TagsField, next_runs
 from crawls.admin_login import RateLimitedLoginForm
-from crawls.admin_views import BUTTONS, may
+from crawls.admin_views import ACTIONS, BUTTONS, may
 from crawls.cli import age, duration
 from crawls.config import MAX_SIZE, human_size, parse_size
 from crawls.lease import db_now
@@ -119,7 +119,7 @@ class CrawlEventInline(ReadOnlyInline):
 
 
 def crawl_action(method: str, done: str):
-    """An admin action calling `crawl.<method>(now)` on each selected crawl."""
+    """An admin action carrying out one of crawls.actions on each selected crawl."""
     permission = BUTTONS[method][1]
 
     def action(modeladmin, request, queryset):
@@ -129,13 +129,12 @@ def crawl_action(method: str, done: str):
         succeeded = 0
         for crawl in queryset.select_related("org"):
             try:
-                getattr(crawl, method)(now)
-            except NotAllowed as exc:
+                ACTIONS[method](crawl, now)
+            except ActionRefused as exc:
                 modeladmin.message_user(request, str(exc), messages.WARNING)
             else:
                 succeeded += 1
         if succeeded:
-            wake.nudge()
             modeladmin.message_user(request, f"{done}: {succeeded} crawl(s)", messages.SUCCESS)
 
     action.__name__ = f"{method}_crawls"
