@@ -11,6 +11,7 @@ input (options, forms, JSON bodies) stay with each interface.
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import logging
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "ActionRefused", "Done", "add", "add_exclusion", "cancel", "check_tags", "delete", "edit",
-    "pause", "queue", "remove_exclusion", "replay_delivery", "resume", "retry",
+    "one_nudge", "pause", "remove_exclusion", "replay_delivery", "resume", "retry",
     "retry_failed_pages", "scale", "stop",
 ]
 
@@ -58,6 +59,33 @@ def refused(kind: str = ActionRefused.STATE) -> Iterator[None]:
         raise ActionRefused(str(exc), ActionRefused.INVALID) from None
 
 
+# The nudges held back by one_nudge(), or None outside it.
+held_nudges: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar("held_nudges", default=None)
+
+
+@contextmanager
+def one_nudge() -> Iterator[None]:
+    """Actions inside nudge the runner once, when the block ends: after a bulk action, or
+    after the commit of a transaction opened inside (before it, the runner finds nothing)."""
+    token = held_nudges.set([])
+    try:
+        yield
+    finally:
+        wanted = held_nudges.get()
+        held_nudges.reset(token)
+        if wanted:
+            nudge()  # an enclosing block, if any, holds it in turn
+
+
+def nudge() -> None:
+    """Wake the local runner now, or once one_nudge()'s block ends."""
+    held = held_nudges.get()
+    if held is None:
+        wake.nudge()
+    else:
+        held.append(True)
+
+
 # --- adding and editing ------------------------------------------------------------------------
 
 
@@ -71,18 +99,12 @@ def check_tags(tags: list[str]) -> list[str]:
         raise ActionRefused(f"--tag: {exc}", ActionRefused.INVALID) from None
 
 
-def queue(org: Org, config: CrawlConfig, tags: list[str], now: dt.datetime | None = None) -> Crawl:
-    """`add` without the nudge, for a caller whose transaction is still open: the runner
-    would look before the commit and see nothing, so that caller nudges after it."""
-    tags = check_tags(tags)
-    with refused():  # a browser profile the org lacks
-        return Crawl.create(org, config, tags=tags, now=now or db_now())
-
-
 def add(org: Org, config: CrawlConfig, tags: list[str], now: dt.datetime | None = None) -> Crawl:
     """Queue a crawl of `config` for `org`, and wake the runner to start it."""
-    crawl = queue(org, config, tags, now)
-    wake.nudge()
+    tags = check_tags(tags)
+    with refused():  # a browser profile the org lacks
+        crawl = Crawl.create(org, config, tags=tags, now=now or db_now())
+    nudge()
     return crawl
 
 
@@ -91,7 +113,7 @@ def edit(crawl: Crawl, org: Org, config: CrawlConfig, tags: list[str],
     """Give a crawl that has not started yet another org, configuration and tags."""
     with refused():
         crawl.reconfigure(org, config, check_tags(tags), now or db_now())
-    wake.nudge()
+    nudge()
     return Done(crawl, f"changed crawl {crawl.short_id}")
 
 
@@ -102,7 +124,7 @@ def pause(crawl: Crawl, now: dt.datetime | None = None) -> Done:
     """Pause a crawl, keeping its queue; the runner pauses one that is running."""
     with refused():
         crawl.pause(now or db_now())
-    wake.nudge()
+    nudge()
     if crawl.status == CrawlStatus.PAUSED:
         return Done(crawl, f"paused {crawl.short_id}")
     return Done(crawl, f"pause requested; the runner will pause {crawl.short_id}")
@@ -112,7 +134,7 @@ def resume(crawl: Crawl, now: dt.datetime | None = None) -> Done:
     """Queue a paused crawl again, or withdraw a pause the runner has not carried out."""
     with refused():
         crawl.resume(now or db_now())
-    wake.nudge()
+    nudge()
     if crawl.status == CrawlStatus.QUEUED:
         return Done(crawl, f"resumed {crawl.short_id}: queued")
     return Done(crawl, f"pause request withdrawn; {crawl.short_id} keeps running")
@@ -122,7 +144,7 @@ def stop(crawl: Crawl, now: dt.datetime | None = None) -> Done:
     """End a crawl gracefully, keeping what it archived (one that never ran is canceled)."""
     with refused():
         crawl.stop(now or db_now())
-    wake.nudge()
+    nudge()
     if crawl.status == CrawlStatus.CANCELED:
         return Done(crawl, f"canceled {crawl.short_id}: it had not started, so there is nothing to keep")
     return Done(crawl, f"stop requested; the runner will stop {crawl.short_id} and keep its archive")
@@ -132,7 +154,7 @@ def cancel(crawl: Crawl, now: dt.datetime | None = None) -> Done:
     """End a crawl at once: its crawlers are removed and its partial files discarded."""
     with refused():
         crawl.cancel(now or db_now())
-    wake.nudge()
+    nudge()
     if crawl.status == CrawlStatus.CANCELED:
         return Done(crawl, f"canceled {crawl.short_id}")
     return Done(crawl, f"cancel requested; the runner will cancel {crawl.short_id}")
@@ -142,7 +164,7 @@ def retry(crawl: Crawl, now: dt.datetime | None = None) -> Done:
     """Queue a failed or canceled crawl again, as a new attempt."""
     with refused():
         crawl.retry(now or db_now())
-    wake.nudge()
+    nudge()
     return Done(crawl, f"queued {crawl.short_id} again (attempt {crawl.attempts})")
 
 
@@ -150,7 +172,7 @@ def retry_failed_pages(crawl: Crawl, now: dt.datetime | None = None) -> Done:
     """Queue a finished crawl again for only the pages it failed on, into the same archive."""
     with refused():
         count = crawl.retry_failed_pages(now or db_now())
-    wake.nudge()
+    nudge()
     return Done(crawl, f"queued {crawl.short_id} again for its {count} failed page(s) "
                        f"(attempt {crawl.attempts})", count)
 
@@ -163,7 +185,7 @@ def scale(crawl: Crawl, instances: int, now: dt.datetime | None = None) -> Done:
     before = crawl.scale
     with refused(ActionRefused.STATE if 1 <= instances <= MAX_SCALE else ActionRefused.INVALID):
         crawl.set_scale(instances, now or db_now())
-    wake.nudge()
+    nudge()
     return Done(crawl, f"crawl {crawl.short_id}: scale {before} → {instances}")
 
 
@@ -175,7 +197,7 @@ def add_exclusion(crawl: Crawl, regex: str, now: dt.datetime | None = None) -> D
         raise ActionRefused(f"crawl {crawl.short_id} already has {MAX_REGEXES} exclusions")
     with refused():
         crawl.change_exclusion(regex, now or db_now())
-    wake.nudge()
+    nudge()
     return Done(crawl, f"crawl {crawl.short_id} excludes {shown(regex)}{sent_live(crawl)}")
 
 
@@ -184,7 +206,7 @@ def remove_exclusion(crawl: Crawl, regex: str, now: dt.datetime | None = None) -
     valid_regex(regex)
     with refused():
         crawl.change_exclusion(regex, now or db_now(), remove=True)
-    wake.nudge()
+    nudge()
     return Done(crawl, f"crawl {crawl.short_id} no longer excludes {shown(regex)}{sent_live(crawl)}")
 
 
@@ -243,5 +265,5 @@ def replay_delivery(delivery: WebhookDelivery, now: dt.datetime | None = None) -
     """Deliver a failed delivery again, from scratch; what happened, in words."""
     with refused():  # only a failed delivery is replayed
         delivery.replay(now or db_now())
-    wake.nudge()
+    nudge()
     return f"delivery {delivery.pk} is pending again"

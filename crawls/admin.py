@@ -19,7 +19,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
 from archiver.errors import ActionRefused
-from crawls import admin_views, schedules
+from crawls import actions, admin_views, schedules
 from crawls.admin_forms import BROWSER_FIELDS, ScheduleForm, TagsField, next_runs
 from crawls.admin_login import RateLimitedLoginForm
 from crawls.admin_views import ACTIONS, BUTTONS, may
@@ -45,13 +45,6 @@ from crawls.models import (
 from crawls.reasons import reason_line
 
 INLINE_ROWS = 50  # a 100k-snapshot crawl must still render: inlines show the newest rows
-
-
-def progress_html(done: int, found: int):
-    return format_html(
-        '<progress value="{}" max="{}" style="width:7em"></progress> {}/{}',
-        done, max(found, 1), done, found,
-    )
 
 
 # --- crawls --------------------------------------------------------------------------------
@@ -127,13 +120,14 @@ def crawl_action(method: str, done: str):
             raise PermissionDenied
         now = db_now()
         succeeded = 0
-        for crawl in queryset.select_related("org"):
-            try:
-                ACTIONS[method](crawl, now)
-            except ActionRefused as exc:
-                modeladmin.message_user(request, str(exc), messages.WARNING)
-            else:
-                succeeded += 1
+        with actions.one_nudge():
+            for crawl in queryset.select_related("org"):
+                try:
+                    ACTIONS[method](crawl, now)
+                except ActionRefused as exc:
+                    modeladmin.message_user(request, str(exc), messages.WARNING)
+                else:
+                    succeeded += 1
         if succeeded:
             modeladmin.message_user(request, f"{done}: {succeeded} crawl(s)", messages.SUCCESS)
 

@@ -14,7 +14,7 @@ from django.core.exceptions import PermissionDenied
 
 from archiver.errors import ActionRefused, ConfigError, WebhookRefused
 from crawls import ssrf
-from crawls.actions import replay_delivery
+from crawls.actions import one_nudge, replay_delivery
 from crawls.lease import db_now
 from crawls.models import CrawlEvent, DeliveryStatus, Webhook, WebhookDelivery
 from crawls.webhooks import InvalidWebhook, clean_secret, shown_url
@@ -82,12 +82,13 @@ def replay(modeladmin, request, queryset):
         raise PermissionDenied
     now = db_now()
     replayed = 0
-    for delivery in queryset:
-        try:
-            replay_delivery(delivery, now)
-            replayed += 1
-        except ActionRefused as exc:
-            modeladmin.message_user(request, str(exc), messages.WARNING)
+    with one_nudge():
+        for delivery in queryset:
+            try:
+                replay_delivery(delivery, now)
+                replayed += 1
+            except ActionRefused as exc:
+                modeladmin.message_user(request, str(exc), messages.WARNING)
     if replayed:
         modeladmin.message_user(request, f"{replayed} deliveries pending again")
 

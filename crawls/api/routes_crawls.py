@@ -19,7 +19,7 @@ from ninja import Query, Router
 from pydantic import Field
 
 from archiver.errors import NotAllowed
-from crawls import actions, wake
+from crawls import actions
 from crawls.api import pagination
 from crawls.api.auth import caller, default_org_slug, need, visible_crawls, visible_orgs
 from crawls.api.errors import ERRORS, ApiError, DamagedRow, invalid, not_found
@@ -285,8 +285,8 @@ def idempotent_create(request, key: str):
         return earlier
     values = read_json_object(request)
     try:
-        with transaction.atomic():
-            crawl = actions.queue(*crawl_request(request, values))  # nudged once committed
+        with actions.one_nudge(), transaction.atomic():  # the runner is nudged after the commit
+            crawl = actions.add(*crawl_request(request, values))
             response = CrawlOut(**crawl_out(crawl)).model_dump(mode="json")
             IdempotencyKey.objects.filter(user=user, created_at__lt=db_now() - KEY_LIFETIME).delete()
             IdempotencyKey.objects.create(user=user, token=token, key=key, body_sha256=body_sha256,
@@ -296,7 +296,6 @@ def idempotent_create(request, key: str):
         if earlier := first_response(user, token, key, body_sha256):
             return earlier
         raise
-    wake.nudge()
     return 201, response
 
 
