@@ -1,4 +1,4 @@
-"""The admin for webhooks and their deliveries. Imported at the bottom of crawls/admin.py.
+"""The admin for webhooks and their deliveries. Imported by crawls/admin/__init__.py.
 
 A webhook's URL goes through the same SSRF check as `archiver webhook add`; its secret
 is write-only (a password input that never renders the stored value; left empty on

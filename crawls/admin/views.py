@@ -22,10 +22,10 @@ from django.utils import timezone
 from archiver import conf
 from archiver.errors import ActionRefused
 from crawls import actions, capability, storage
-from crawls.admin_files import file_name, serve_archive, serve_object
-from crawls.admin_forms import CrawlForm, config_initial
+from crawls.admin.forms import CrawlForm, config_initial
 from crawls.cli import age, duration
 from crawls.config import human_size
+from crawls.downloads import file_name, serve_archive, serve_object
 from crawls.models import Crawl, CrawlFile, CrawlStatus, Intent
 from crawls.reasons import error_sentence, reason_sentence
 
