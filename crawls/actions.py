@@ -60,7 +60,8 @@ def refused(kind: str = ActionRefused.STATE) -> Iterator[None]:
 
 
 # The nudges held back by one_nudge(), or None outside it.
-held_nudges: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar("held_nudges", default=None)
+held_nudges: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
+    "held_nudges", default=None)
 
 
 @contextmanager
