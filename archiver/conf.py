@@ -144,7 +144,7 @@ class Settings(BaseModel):
     # CIDRs the crawl address policy opens for every crawl (docs/security.md); none by default.
     crawl_allow_networks: tuple[str, ...] = ()
     # Reverse proxies in front of the admin (addresses or CIDRs) whose X-Forwarded-For names
-    # the client; from anyone else the header is ignored (crawls/admin_login.py).
+    # the client; from anyone else the header is ignored (crawls/admin/login.py).
     trusted_proxies: tuple[str, ...] = ()
     crawl_log_mb: float = Field(default=10, gt=0, le=100_000, description="log kept per crawl, newest")
     # Placement constraints of every Swarm service, and more per org (by slug).

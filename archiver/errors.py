@@ -13,6 +13,23 @@ class NotAllowed(ArchiverError):
     """A state transition that the crawl's current state does not allow."""
 
 
+class ActionRefused(ArchiverError):
+    """A user action (crawls/actions.py) refused; `str()` is the sentence people read.
+
+    `kind` says why: "state" (the crawl's or delivery's state forbids it now), "invalid"
+    (no state would take this input) or "unavailable" (storage did not answer; trying again
+    may work). `advice`, if any, is what a person can do about it: the CLI and the admin
+    show it in brackets after `message`, the API answers `message` alone.
+    """
+
+    STATE, INVALID, UNAVAILABLE = "state", "invalid", "unavailable"
+
+    def __init__(self, message: str, kind: str = STATE, advice: str = ""):
+        super().__init__(f"{message} ({advice})" if advice else message)
+        self.message = message
+        self.kind = kind
+
+
 class LeaseLost(ArchiverError):
     """Our lease on a row expired or was taken over: hands off that row."""
 

@@ -1,6 +1,7 @@
 """What archiver's management commands share: errors, parsing of user values, output.
 
-Commands stay thin: they parse and validate here, call a model method, and print.
+Commands stay thin: they parse and validate here, call crawls.actions (or a model
+method, to read), and print.
 Exit codes are the same for every command:
 
 - 2: the command line cannot be parsed (argparse: an unknown option, a missing argument,
@@ -350,30 +351,25 @@ def share_out(room: int, wants: dict[str, int]) -> dict[str, int]:
 
 
 class TransitionCommand(ArchiverCommand):
-    """`archiver <action> ID`: ask a crawl for one transition, then wake the runner."""
+    """`archiver <action> ID`: one action of crawls.actions on a crawl, and what it did."""
 
-    action: str  # the Crawl method to call: pause, resume, stop, cancel or retry
+    action: str  # the crawls.actions function: pause, resume, stop, cancel or retry
 
     def add_arguments(self, parser):
         parser.add_argument("id", metavar="ID", help="a crawl id or a unique prefix of it")
         parser.add_argument("--json", action="store_true", help="print the crawl as JSON")
 
     def run(self, *, id, json, **options):
-        from crawls import wake
-        from crawls.lease import db_now
         from crawls.models import Crawl
 
         crawl = find_crawl(id, Crawl.objects.select_related("org"))
-        self.act(crawl, db_now(), options)
-        wake.nudge()
+        done = self.act(crawl, options)
         if json:
             self.write_json(crawl.summary())
         else:
-            self.stdout.write(self.outcome(crawl))
+            self.stdout.write(done.message)
 
-    def act(self, crawl, now, options) -> None:
-        getattr(crawl, self.action)(now)
+    def act(self, crawl, options):
+        from crawls import actions
 
-    def outcome(self, crawl) -> str:
-        """What happened, in words, judged from the crawl's state after the call."""
-        raise NotImplementedError
+        return getattr(actions, self.action)(crawl)

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_safe
 
 from archiver import conf
 from crawls import capability, storage
-from crawls.admin_files import file_name, serve_archive, serve_object
+from crawls.downloads import file_name, serve_archive, serve_object
 from crawls.models import Crawl, CrawlFile
 
 # ReplayWeb.page's files (scripts/replay-files.sh): its frame's placeholder, UI and worker.

@@ -14,7 +14,7 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from crawls.admin import INLINE_ROWS
+from crawls.admin.crawl import INLINE_ROWS
 from crawls.config import CrawlConfig
 from crawls.models import (
     Crawl,
@@ -413,7 +413,7 @@ def log_in(client, password: str):
 
 
 def test_repeated_failed_log_ins_lock_the_user_out_from_that_address(client):
-    from crawls.admin_login import MAX_FAILURES
+    from crawls.admin.login import MAX_FAILURES
 
     User.objects.create_user("boss", password="the-right-passphrase", is_staff=True)
     for _ in range(MAX_FAILURES):
@@ -439,7 +439,7 @@ def log_in_from(client, address: str, password: str):
 
 
 def test_behind_a_proxy_a_guesser_locks_out_only_their_own_address(client, behind_a_proxy):
-    from crawls.admin_login import MAX_FAILURES
+    from crawls.admin.login import MAX_FAILURES
 
     User.objects.create_user("boss", password="the-right-passphrase", is_staff=True)
     for _ in range(MAX_FAILURES):
@@ -449,7 +449,7 @@ def test_behind_a_proxy_a_guesser_locks_out_only_their_own_address(client, behin
 
 
 def test_without_a_trusted_proxy_a_forged_forwarded_for_changes_nothing(client):
-    from crawls.admin_login import MAX_FAILURES
+    from crawls.admin.login import MAX_FAILURES
 
     User.objects.create_user("boss", password="the-right-passphrase", is_staff=True)
     for n in range(MAX_FAILURES):
@@ -459,7 +459,7 @@ def test_without_a_trusted_proxy_a_forged_forwarded_for_changes_nothing(client):
 
 
 def test_a_successful_log_in_clears_earlier_failures(client):
-    from crawls.admin_login import MAX_FAILURES
+    from crawls.admin.login import MAX_FAILURES
     from crawls.models import LoginFailure
 
     User.objects.create_user("boss", password="the-right-passphrase", is_staff=True)
@@ -472,7 +472,7 @@ def test_a_successful_log_in_clears_earlier_failures(client):
 def test_the_lock_out_ends_after_its_time(client):
     import datetime as dt
 
-    from crawls.admin_login import MAX_FAILURES
+    from crawls.admin.login import MAX_FAILURES
     from crawls.models import LoginFailure
 
     User.objects.create_user("boss", password="the-right-passphrase", is_staff=True)
@@ -712,7 +712,7 @@ def archived(data_dir, make_crawl):
 
 
 def download_url(crawl_file) -> str:
-    from crawls.admin_views import download_url
+    from crawls.admin.views import download_url
 
     return download_url(crawl_file)
 
@@ -842,7 +842,7 @@ def test_an_active_crawl_is_not_deleted(admin_client, make_crawl, data_dir):
 
 
 def test_the_log_page_is_paginated_newest_first(admin_client, make_crawl):
-    from crawls.admin_views import LOG_PAGE
+    from crawls.admin.views import LOG_PAGE
 
     crawl = make_crawl(S.RUNNING)
     CrawlLog.objects.bulk_create(CrawlLog(crawl=crawl, message=f"line {n}") for n in range(LOG_PAGE + 5))

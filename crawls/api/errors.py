@@ -13,7 +13,7 @@ from django.http import Http404
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from archiver.errors import ArchiverError, NotAllowed
+from archiver.errors import ActionRefused, ArchiverError, NotAllowed
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +22,10 @@ CODE_FOR_STATUS = {
     405: "method_not_allowed", 409: "not_allowed", 416: "range_not_satisfiable",
     422: "invalid", 429: "rate_limited", 503: "storage_unavailable",
 }
+
+
+# What a refused user action (crawls/actions.py) is answered with, by its kind.
+STATUS_FOR_REFUSAL = {ActionRefused.STATE: 409, ActionRefused.INVALID: 422, ActionRefused.UNAVAILABLE: 503}
 
 
 class Error(Schema):
@@ -95,6 +99,11 @@ def install_handlers(api: NinjaAPI) -> None:
     @api.exception_handler(ApiError)
     def api_error(request, exc: ApiError):
         return respond(request, exc.status, exc.code, exc.message, exc.headers)
+
+    @api.exception_handler(ActionRefused)
+    def refused(request, exc: ActionRefused):
+        status = STATUS_FOR_REFUSAL[exc.kind]
+        return respond(request, status, CODE_FOR_STATUS[status], exc.message)
 
     @api.exception_handler(NotAllowed)
     def not_allowed(request, exc: NotAllowed):

@@ -1,8 +1,8 @@
 """/crawls: create, list, read, act on and delete crawls; their pages and logs.
 
-Every action goes through the same code as its CLI command: the command's own `act()`
-calls the model method and its `outcome()` words what happened, so the API and the CLI
-can neither take different paths into the state machine nor say different things.
+Every action is a function of crawls.actions, as for the CLI and the admin: the API and the
+CLI can neither take different paths into the state machine nor say different things. A
+refusal (ActionRefused) is answered by crawls.api.errors with the status its kind means.
 """
 
 from __future__ import annotations
@@ -13,20 +13,16 @@ import json
 import logging
 from typing import Annotated
 
-from django.core.management import load_command_class
-from django.core.management.base import CommandError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Prefetch, Q
 from ninja import Query, Router
 from pydantic import Field
 
-from archiver import conf
 from archiver.errors import NotAllowed
-from crawls import wake
+from crawls import actions
 from crawls.api import pagination
 from crawls.api.auth import caller, default_org_slug, need, visible_crawls, visible_orgs
-from crawls.api.deletion import delete_crawl
-from crawls.api.errors import ERRORS, ApiError, DamagedRow, conflict, invalid, not_found
+from crawls.api.errors import ERRORS, ApiError, DamagedRow, invalid, not_found
 from crawls.api.pagination import MAX_CURSOR
 from crawls.api.schemas import (
     ActionOut,
@@ -41,9 +37,8 @@ from crawls.api.schemas import (
 )
 from crawls.config import CrawlConfig
 from crawls.lease import db_now
-from crawls.management.commands.add import check_tags
 from crawls.management.commands.status import GROUPS
-from crawls.models import MAX_SCALE, Crawl, CrawlFile, IdempotencyKey, SnapshotStatus
+from crawls.models import Crawl, CrawlFile, IdempotencyKey, Org, SnapshotStatus
 
 logger = logging.getLogger(__name__)
 router = Router(tags=["crawls"])
@@ -241,8 +236,9 @@ def read_json_object(request) -> dict:
     return values
 
 
-def new_crawl(request, values: dict) -> Crawl:
-    """Validate as `archiver add` does (CrawlConfig.parse, the org, the tags) and queue it."""
+def crawl_request(request, values: dict) -> tuple[Org, CrawlConfig, list[str]]:
+    """The org, config and tags a body asks for, read as `archiver add` reads them
+    (CrawlConfig.parse, then the org; crawls.actions checks the tags)."""
     values = dict(values)
     slug = values.pop("org", None) or default_org_slug(request)
     tags = values.pop("tags", [])
@@ -252,11 +248,7 @@ def new_crawl(request, values: dict) -> Crawl:
     org = visible_orgs(request).filter(slug=slug).first()
     if org is None:
         raise not_found(f"no org {slug!r} (create it with: archiver org set {slug})")
-    try:
-        tags = check_tags(tags)
-    except CommandError as exc:
-        raise invalid(str(exc)) from None
-    return Crawl.create(org, config, tags=tags, now=db_now())
+    return org, config, tags
 
 
 IDEMPOTENCY_HEADER = {
@@ -279,8 +271,7 @@ def create_crawl(request):
     need(request, "crawls.add_crawl")
     key = request.headers.get("Idempotency-Key")
     if key is None:
-        crawl = new_crawl(request, read_json_object(request))
-        wake.nudge()
+        crawl = actions.add(*crawl_request(request, read_json_object(request)))
         return 201, crawl_out(crawl)
     return idempotent_create(request, key)
 
@@ -294,8 +285,8 @@ def idempotent_create(request, key: str):
         return earlier
     values = read_json_object(request)
     try:
-        with transaction.atomic():
-            crawl = new_crawl(request, values)
+        with actions.one_nudge(), transaction.atomic():  # the runner is nudged after the commit
+            crawl = actions.add(*crawl_request(request, values))
             response = CrawlOut(**crawl_out(crawl)).model_dump(mode="json")
             IdempotencyKey.objects.filter(user=user, created_at__lt=db_now() - KEY_LIFETIME).delete()
             IdempotencyKey.objects.create(user=user, token=token, key=key, body_sha256=body_sha256,
@@ -305,7 +296,6 @@ def idempotent_create(request, key: str):
         if earlier := first_response(user, token, key, body_sha256):
             return earlier
         raise
-    wake.nudge()
     return 201, response
 
 
@@ -322,14 +312,12 @@ def first_response(user, token, key: str, body_sha256: str):
 # --- acting ----------------------------------------------------------------------------------
 
 
-def transition(request, crawl_id: str, action: str, **options) -> dict:
-    """Carry out `archiver <action> ID` through that command's act() and say its outcome()."""
+def acted(request, crawl_id: str, act, *args) -> dict:
+    """`act(crawl, *args)` of crawls.actions on the crawl, and the sentence the CLI prints."""
     need(request, "crawls.change_crawl")
     crawl = find_crawl(request, crawl_id)
-    command = load_command_class("crawls", action)
-    command.act(crawl, db_now(), options)  # NotAllowed → 409 with the model's reason
-    wake.nudge()
-    return {"message": command.outcome(crawl), "crawl": crawl_out(crawl)}
+    done = act(crawl, *args)  # ActionRefused → 409 (or 422) with its reason
+    return {"message": done.message, "crawl": crawl_out(crawl)}
 
 
 def action_route(action: str, summary: str):
@@ -339,66 +327,55 @@ def action_route(action: str, summary: str):
 
 @action_route("pause", "Pause a crawl (a running one is paused by the runner)")
 def pause(request, crawl_id: CrawlId):
-    return transition(request, crawl_id, "pause")
+    return acted(request, crawl_id, actions.pause)
 
 
 @action_route("resume", "Resume a paused crawl, or withdraw a pause not carried out yet")
 def resume(request, crawl_id: CrawlId):
-    return transition(request, crawl_id, "resume")
+    return acted(request, crawl_id, actions.resume)
 
 
 @action_route("stop", "Stop a crawl gracefully, keeping its archive")
 def stop(request, crawl_id: CrawlId):
-    return transition(request, crawl_id, "stop")
+    return acted(request, crawl_id, actions.stop)
 
 
 @action_route("cancel", "Cancel a crawl, discarding partial files")
 def cancel(request, crawl_id: CrawlId):
-    return transition(request, crawl_id, "cancel")
+    return acted(request, crawl_id, actions.cancel)
 
 
 @action_route("retry", "Queue a failed or canceled crawl again, or only its failed pages")
 def retry(request, crawl_id: CrawlId, failed_pages: bool = False):
-    return transition(request, crawl_id, "retry", failed_pages=failed_pages)
+    return acted(request, crawl_id, actions.retry_failed_pages if failed_pages else actions.retry)
 
 
 @router.post("/crawls/{crawl_id}/scale", response={200: ActionOut, **ERRORS},
              summary="Run this many crawler instances (1 to 8)")
 def scale(request, crawl_id: CrawlId, body: ScaleIn):
-    need(request, "crawls.change_crawl")
-    crawl = find_crawl(request, crawl_id)
-    before = crawl.scale
-    try:
-        crawl.set_scale(body.scale, db_now())
-    except NotAllowed as exc:
-        raise ApiError(409 if 1 <= body.scale <= MAX_SCALE else 422, str(exc)) from None
-    wake.nudge()
-    return {"message": f"crawl {crawl.short_id}: scale {before} → {body.scale}", "crawl": crawl_out(crawl)}
+    return acted(request, crawl_id, actions.scale, body.scale)
 
 
-def change_exclusion(request, crawl_id: str, regex: str, *, remove: bool) -> dict:
+def change_exclusion(request, crawl_id: str, change, regex: str) -> dict:
     need(request, "crawls.change_crawl")
     crawl = find_crawl(request, crawl_id)
-    try:
-        crawl.change_exclusion(regex, db_now(), remove=remove)  # NotAllowed → 409
-    except ValueError as exc:  # not a regular expression
-        raise invalid(str(exc)) from None
-    wake.nudge()
-    verb = "no longer excludes" if remove else "excludes"
-    live = " (sent to its running instances)" if crawl.has_runtime else ""
-    return {"message": f"crawl {crawl.short_id} {verb} {regex!r}{live}", "crawl": crawl_out(crawl)}
+    change(crawl, regex)  # ActionRefused → 409, or 422 for a regex that is not one
+    # The whole regex is quoted back, where the CLI's sentence shortens a long one.
+    verb = "no longer excludes" if change is actions.remove_exclusion else "excludes"
+    return {"message": f"crawl {crawl.short_id} {verb} {regex!r}{actions.sent_live(crawl)}",
+            "crawl": crawl_out(crawl)}
 
 
 @router.post("/crawls/{crawl_id}/exclusions", response={200: ActionOut, **ERRORS},
              summary="Exclude URLs matching a regex (sent live to running instances)")
 def add_exclusion(request, crawl_id: CrawlId, body: ExclusionIn):
-    return change_exclusion(request, crawl_id, body.regex, remove=False)
+    return change_exclusion(request, crawl_id, actions.add_exclusion, body.regex)
 
 
 @router.delete("/crawls/{crawl_id}/exclusions", response={200: ActionOut, **ERRORS},
                summary="Remove an exclusion")
 def remove_exclusion(request, crawl_id: CrawlId, regex: str = Query(..., max_length=MAX_REGEX_IN_URL)):
-    return change_exclusion(request, crawl_id, regex, remove=True)
+    return change_exclusion(request, crawl_id, actions.remove_exclusion, regex)
 
 
 @router.delete("/crawls/{crawl_id}", response={200: Message, **ERRORS},
@@ -406,10 +383,5 @@ def remove_exclusion(request, crawl_id: CrawlId, regex: str = Query(..., max_len
 def delete(request, crawl_id: CrawlId):
     need(request, "crawls.delete_crawl")
     crawl = find_crawl(request, crawl_id)
-    if not crawl.is_final:
-        raise conflict(f"cannot delete crawl {crawl.short_id}: it is {crawl.status}")
-    if not delete_crawl(crawl, conf.get()):
-        crawl.refresh_from_db()
-        raise conflict(f"cannot delete crawl {crawl.short_id}: it is {crawl.status}")
+    actions.delete(crawl)  # ActionRefused → 409, or 503 when storage does not answer
     return {"message": f"deleted crawl {crawl.short_id}"}
-

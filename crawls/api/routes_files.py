@@ -159,7 +159,7 @@ def with_headers(response, crawl_file: CrawlFile, span, size: int):
 
 
 def download_object(request, crawl_file: CrawlFile):
-    """An archive in the bucket, streamed from it with the same Range (crawls/admin_files.py
+    """An archive in the bucket, streamed from it with the same Range (crawls/downloads.py
     says why it is streamed rather than redirected to a presigned URL)."""
     store = storage.object_store(conf.get())
     if store is None or store.target.root != crawl_file.root:

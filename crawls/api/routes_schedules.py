@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from django.core.management.base import CommandError
 from ninja import Router
 
 from archiver.errors import NotAllowed
 from crawls import schedules, wake
+from crawls.actions import check_tags
 from crawls.api.auth import default_org_slug, need, scope_org_id, visible_orgs
 from crawls.api.errors import ERRORS, invalid, not_found
 from crawls.api.routes_crawls import read_json_object
 from crawls.api.schemas import RowId, ScheduleChanged, ScheduleOut
 from crawls.config import CrawlConfig
 from crawls.lease import db_now
-from crawls.management.commands.add import check_tags
 from crawls.management.commands.schedule import iso, summary
 from crawls.models import Schedule
 
@@ -69,9 +68,9 @@ def create_schedule(request):
         raise invalid("cron and org must be strings and tags a list of strings")
     try:
         cron = schedules.check_cron(cron)
-        tags = check_tags(tags)
-    except (ValueError, CommandError) as exc:
+    except ValueError as exc:
         raise invalid(str(exc)) from None
+    tags = check_tags(tags)  # ActionRefused → 422
     config = CrawlConfig.parse(**values)
     org = visible_orgs(request).filter(slug=slug).first()
     if org is None:

@@ -10,12 +10,11 @@ from __future__ import annotations
 from ninja import Query, Router
 
 from archiver.errors import ConfigError
-from crawls import wake
+from crawls.actions import replay_delivery
 from crawls.api import pagination
 from crawls.api.auth import need, scope_org_id, visible_orgs
 from crawls.api.errors import ERRORS, invalid, not_found
 from crawls.api.schemas import DeliveryPage, Message, RowId, WebhookChanged, WebhookIn, WebhookOut
-from crawls.lease import db_now
 from crawls.management.commands.webhook import delivery_summary, webhook_summary
 from crawls.models import DeliveryStatus, Webhook, WebhookDelivery
 from crawls.validation import WebhookInput
@@ -101,6 +100,4 @@ def replay(request, delivery_id: RowId):
     delivery = visible_deliveries(request).filter(pk=delivery_id).first()
     if delivery is None:
         raise not_found(f"no delivery {delivery_id}")
-    delivery.replay(db_now())  # NotAllowed → 409: only a failed delivery is replayed
-    wake.nudge()
-    return {"message": f"delivery {delivery_id} is pending again"}
+    return {"message": replay_delivery(delivery)}  # ActionRefused → 409 unless it failed

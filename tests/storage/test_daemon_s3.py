@@ -111,7 +111,7 @@ def check_download_with_range(rows, s3_endpoint, bucket, admin_client, monkeypat
                              CrawlConfig(seeds=["http://127.0.0.1:9/"]))
         path, root, size, digest = rows[0]
         crawl_file = CrawlFile.objects.create(crawl=crawl, path=path, root=root, size=size, sha256=digest)
-        from crawls.admin_views import download_url
+        from crawls.admin.views import download_url
 
         whole = admin_client.get(download_url(crawl_file))
         assert whole.status_code == 200 and whole["Content-Length"] == str(size)

@@ -7,9 +7,9 @@ import datetime as dt
 
 import pytest
 
-from archiver.errors import NotAllowed
+from archiver.errors import ActionRefused
+from crawls import actions
 from crawls.config import CrawlConfig
-from crawls.deletion import delete_crawl
 from crawls.models import Crawl, CrawlFile, CrawlStatus, Org
 from crawls.retention import purge_expired
 from crawls.storage import object_store
@@ -62,14 +62,14 @@ def test_retention_keeps_the_crawl_while_the_store_does_not_answer(kept, setting
 
 
 def test_delete_removes_the_objects(kept, settings, s3, bucket):
-    delete_crawl(kept, settings)
+    actions.delete(kept, settings)
     assert keys(s3, bucket, kept) == [] and not Crawl.objects.filter(pk=kept.pk).exists()
 
 
 def test_delete_refuses_when_the_bucket_is_not_the_configured_one(kept, data_dir, s3_endpoint):
     elsewhere = storage_settings(data_dir, s3_endpoint, "another-bucket")
-    with pytest.raises(NotAllowed, match="in a bucket that ARCHIVER_STORAGE_URL no longer names"):
-        delete_crawl(kept, elsewhere)
+    with pytest.raises(ActionRefused, match="in a bucket that ARCHIVER_STORAGE_URL no longer names"):
+        actions.delete(kept, elsewhere)
     assert kept.files.count() == 2
 
 

@@ -141,7 +141,7 @@ def test_the_admin_and_the_api_serve_an_archive_kept_in_the_folder(folders, admi
     """Found by trying it as a user: the download answered 404, because the file's path
     leads through the archives/ link, out of the data dir."""
     from archiver import conf
-    from crawls.admin_views import download_url
+    from crawls.admin.views import download_url
     from crawls.api.routes_files import open_archive
     from crawls.config import CrawlConfig
     from crawls.models import Crawl, CrawlFile, Org

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
-from crawls import wake
+from crawls import actions
 from crawls.cli import ArchiverCommand, duration_arg, int_arg, parse_crawl_config, size_arg
-from crawls.config import BEHAVIORS, BROWSER_FLAGS, MAX_TAGS, SCREENSHOTS, WAIT_UNTIL, clean_tags
-from crawls.lease import db_now
-from crawls.models import Crawl, Org
+from crawls.config import BEHAVIORS, BROWSER_FLAGS, SCREENSHOTS, WAIT_UNTIL
+from crawls.models import Org
 from crawls.validation import check_slug
 
 SCOPES = ("page", "page-spa", "prefix", "host", "domain", "any", "custom")
@@ -51,8 +50,7 @@ class Command(ArchiverCommand):
                 *BROWSER_OPTIONS,
             )},
         })
-        crawl = Crawl.create(find_org(org), config, tags=check_tags(tags), now=db_now())
-        wake.nudge()
+        crawl = actions.add(find_org(org), config, tags)
         if json:
             self.write_json(crawl.summary())
         else:
@@ -84,12 +82,3 @@ def find_org(slug: str) -> Org:
     except Org.DoesNotExist:
         raise CommandError(f"no org {slug!r} (create it with: archiver org set {slug})") from None
 
-
-def check_tags(tags: list[str]) -> list[str]:
-    """The same rules as every tag list (crawls.config.Tags), named by the option."""
-    if len(tags) > MAX_TAGS:
-        raise CommandError(f"--tag: at most {MAX_TAGS} tags")
-    try:
-        return clean_tags(tags)
-    except ValueError as exc:
-        raise CommandError(f"--tag: {exc}") from None

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from crawls import actions
 from crawls.cli import ArchiverCommand
-from crawls.deletion import delete_crawl
 from crawls.models import Crawl
 
 
@@ -15,5 +15,4 @@ class Command(ArchiverCommand):
 
     def run(self, *, id, **options):
         crawl = Crawl.objects.select_related("org").by_prefix(id)
-        paths = delete_crawl(crawl)
-        self.stdout.write(f"deleted crawl {crawl.short_id} and {len(paths)} file(s)")
+        self.stdout.write(actions.delete(crawl).message)

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from django.core.management.base import CommandError
-
-from crawls import wake
+from crawls import actions
 from crawls.cli import ArchiverCommand, find_crawl
-from crawls.config import MAX_REGEXES, check_regex, shown
-from crawls.lease import db_now
 
 
 class Command(ArchiverCommand):
@@ -20,12 +16,6 @@ class Command(ArchiverCommand):
         parser.add_argument("--remove", action="store_true", help="remove this exclusion instead")
 
     def run(self, *, id, regex, remove, **options):
-        check_regex(regex)
         crawl = find_crawl(id)
-        if not remove and len(crawl.config.get("exclude", [])) >= MAX_REGEXES:
-            raise CommandError(f"crawl {crawl.short_id} already has {MAX_REGEXES} exclusions")
-        crawl.change_exclusion(regex, db_now(), remove=remove)
-        wake.nudge()
-        verb = "no longer excludes" if remove else "excludes"
-        live = " (sent to its running instances)" if crawl.has_runtime else ""
-        self.stdout.write(f"crawl {crawl.short_id} {verb} {shown(regex)}{live}")
+        change = actions.remove_exclusion if remove else actions.add_exclusion
+        self.stdout.write(change(crawl, regex).message)

@@ -1,5 +1,6 @@
 """`archiver retry ID [--failed-pages]`: queue a crawl again."""
 
+from crawls import actions
 from crawls.cli import TransitionCommand
 
 
@@ -13,14 +14,7 @@ class Command(TransitionCommand):
         parser.add_argument("--failed-pages", action="store_true",
                             help="retry only the failed pages of a finished crawl")
 
-    def act(self, crawl, now, options) -> None:
+    def act(self, crawl, options):
         if options["failed_pages"]:
-            self.pages = crawl.retry_failed_pages(now)
-        else:
-            self.pages = None
-            crawl.retry(now)
-
-    def outcome(self, crawl) -> str:
-        if self.pages is not None:
-            return f"queued {crawl.short_id} again for its {self.pages} failed page(s) (attempt {crawl.attempts})"
-        return f"queued {crawl.short_id} again (attempt {crawl.attempts})"
+            return actions.retry_failed_pages(crawl)
+        return actions.retry(crawl)

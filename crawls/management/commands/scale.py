@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from crawls import wake
+from crawls import actions
 from crawls.cli import ArchiverCommand, find_crawl, int_arg
-from crawls.lease import db_now
 
 
 class Command(ArchiverCommand):
@@ -15,8 +14,4 @@ class Command(ArchiverCommand):
         parser.add_argument("scale", type=int_arg, metavar="N", help="instances, 1 to 8")
 
     def run(self, *, id, scale, **options):
-        crawl = find_crawl(id)
-        before = crawl.scale
-        crawl.set_scale(scale, db_now())
-        wake.nudge()
-        self.stdout.write(f"crawl {crawl.short_id}: scale {before} → {scale}")
+        self.stdout.write(actions.scale(find_crawl(id), scale).message)

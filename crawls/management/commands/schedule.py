@@ -6,6 +6,7 @@ from django.core.management.base import CommandError
 from rich.table import Table
 
 from crawls import schedules, wake
+from crawls.actions import check_tags
 from crawls.cli import (
     MAX_ID,
     ArchiverCommand,
@@ -23,7 +24,6 @@ from crawls.management.commands.add import (
     BROWSER_OPTIONS,
     SCOPES,
     add_browser_arguments,
-    check_tags,
     find_org,
 )
 from crawls.models import Schedule

@@ -11,6 +11,7 @@ from django.core.management.base import CommandError
 from rich.table import Table
 
 from crawls import ssrf
+from crawls.actions import replay_delivery
 from crawls.cli import MAX_ID, ArchiverCommand, OneLineParser, age, check_range, int_arg
 from crawls.lease import db_now
 from crawls.models import DeliveryStatus, Org, Webhook, WebhookDelivery
@@ -122,11 +123,7 @@ class Command(ArchiverCommand):
         delivery = WebhookDelivery.objects.filter(pk=id).first()
         if delivery is None:
             raise CommandError(f"no delivery {id}")
-        delivery.replay(db_now())
-        from crawls import wake
-
-        wake.nudge()
-        self.stdout.write(f"delivery {id} is pending again")
+        self.stdout.write(replay_delivery(delivery))
 
 
 def webhook_summary(hook: Webhook) -> dict:

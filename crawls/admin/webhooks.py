@@ -1,9 +1,9 @@
-"""The admin for webhooks and their deliveries. Imported at the bottom of crawls/admin.py.
+"""The admin for webhooks and their deliveries. Imported by crawls/admin/__init__.py.
 
 A webhook's URL goes through the same SSRF check as `archiver webhook add`; its secret
 is write-only (a password input that never renders the stored value; left empty on
 change it keeps the old one). Deliveries are read-only, with a replay action for dead
-letters that calls the model's replay(), as `archiver webhook replay` does.
+letters that calls crawls.actions.replay_delivery, as `archiver webhook replay` does.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 
-from archiver.errors import ConfigError, NotAllowed, WebhookRefused
-from crawls import ssrf, wake
+from archiver.errors import ActionRefused, ConfigError, WebhookRefused
+from crawls import ssrf
+from crawls.actions import one_nudge, replay_delivery
 from crawls.lease import db_now
 from crawls.models import CrawlEvent, DeliveryStatus, Webhook, WebhookDelivery
 from crawls.webhooks import InvalidWebhook, clean_secret, shown_url
@@ -81,14 +82,14 @@ def replay(modeladmin, request, queryset):
         raise PermissionDenied
     now = db_now()
     replayed = 0
-    for delivery in queryset:
-        try:
-            delivery.replay(now)
-            replayed += 1
-        except NotAllowed as exc:
-            modeladmin.message_user(request, str(exc), messages.WARNING)
+    with one_nudge():
+        for delivery in queryset:
+            try:
+                replay_delivery(delivery, now)
+                replayed += 1
+            except ActionRefused as exc:
+                modeladmin.message_user(request, str(exc), messages.WARNING)
     if replayed:
-        wake.nudge()
         modeladmin.message_user(request, f"{replayed} deliveries pending again")
 
 

@@ -2,7 +2,7 @@
 
 Every view is wrapped by `admin_site.admin_view` (staff log-in) and checks the model
 permission its action needs; a refused action raises PermissionDenied (403) before
-anything is written. Buttons call the same model methods as the CLI.
+anything is written. Buttons call crawls.actions, as the CLI and the API do.
 """
 
 from __future__ import annotations
@@ -20,14 +20,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from archiver import conf
-from archiver.errors import NotAllowed
-from crawls import capability, storage, wake
-from crawls.admin_files import file_name, serve_archive, serve_object
-from crawls.admin_forms import CrawlForm, config_initial
+from archiver.errors import ActionRefused
+from crawls import actions, capability, storage
+from crawls.admin.forms import CrawlForm, config_initial
 from crawls.cli import age, duration
 from crawls.config import human_size
-from crawls.deletion import delete_crawl
-from crawls.lease import db_now
+from crawls.downloads import file_name, serve_archive, serve_object
 from crawls.models import Crawl, CrawlFile, CrawlStatus, Intent
 from crawls.reasons import error_sentence, reason_sentence
 
@@ -93,11 +91,13 @@ def add_crawl(modeladmin, request):
     if request.method == "POST":
         form = CrawlForm(request.POST)
         if form.is_valid():
-            crawl = Crawl.create(form.cleaned_data["org"], form.config,
-                                 tags=form.cleaned_data["tags"], now=db_now())
-            wake.nudge()
-            messages.success(request, f"Queued crawl {crawl.short_id}.")
-            return HttpResponseRedirect(reverse("admin:crawls_crawl_change", args=[crawl.pk]))
+            try:
+                crawl = actions.add(form.cleaned_data["org"], form.config, form.cleaned_data["tags"])
+            except ActionRefused as exc:  # the form checked all this; the org may have changed since
+                form.add_error(None, str(exc))
+            else:
+                messages.success(request, f"Queued crawl {crawl.short_id}.")
+                return HttpResponseRedirect(reverse("admin:crawls_crawl_change", args=[crawl.pk]))
     elif source:  # "run again": the form filled in with a finished crawl's configuration
         earlier = get_object_or_404(Crawl, pk=source)
         form = CrawlForm(initial={**config_initial(earlier.config), "org": earlier.org_id,
@@ -121,12 +121,10 @@ def edit_crawl(modeladmin, request, pk: str):
         form = CrawlForm(request.POST)
         if form.is_valid():
             try:
-                crawl.reconfigure(form.cleaned_data["org"], form.config, form.cleaned_data["tags"],
-                                  db_now())
-            except NotAllowed as exc:
+                actions.edit(crawl, form.cleaned_data["org"], form.config, form.cleaned_data["tags"])
+            except ActionRefused as exc:
                 messages.warning(request, str(exc))
             else:
-                wake.nudge()
                 messages.success(request, f"Changed crawl {crawl.short_id}.")
             return HttpResponseRedirect(here)
     else:
@@ -156,26 +154,28 @@ def press(modeladmin, request, pk: str, button: str):
     here = reverse("admin:crawls_crawl_change", args=[crawl.pk])
     try:
         done = carry_out(crawl, button)
-    except NotAllowed as exc:
+    except ActionRefused as exc:
         messages.warning(request, str(exc))
         return HttpResponseRedirect(here)
     messages.success(request, done)
     if button == "delete":
         return HttpResponseRedirect(reverse("admin:crawls_crawl_changelist"))
-    wake.nudge()
     return HttpResponseRedirect(here)
 
 
+# What each button does (crawls/actions.py): the same functions as the CLI and the API.
+ACTIONS = {"pause": actions.pause, "resume": actions.resume, "stop": actions.stop,
+           "cancel": actions.cancel, "retry": actions.retry,
+           "retry_failed": actions.retry_failed_pages, "delete": actions.delete}
+
+
 def carry_out(crawl: Crawl, button: str) -> str:
-    """Call the model for one button; NotAllowed says why it was refused."""
-    now = db_now()
+    """One button's action, in the admin's words; ActionRefused says why it was refused."""
+    done = ACTIONS[button](crawl)
     if button == "delete":
-        paths = delete_crawl(crawl)
-        return f"Deleted crawl {crawl.short_id} and {len(paths)} file(s)."
+        return f"Deleted crawl {crawl.short_id} and {done.count} file(s)."
     if button == "retry_failed":
-        count = crawl.retry_failed_pages(now)
-        return f"Queued crawl {crawl.short_id} again for its {count} failed page(s)."
-    getattr(crawl, button)(now)
+        return f"Queued crawl {crawl.short_id} again for its {done.count} failed page(s)."
     return f"{BUTTONS[button][0]}: crawl {crawl.short_id} is {crawl.status}" + (
         f" ({crawl.intent} requested)" if crawl.intent else "") + "."
 

@@ -1,60 +1,55 @@
-"""The admin: crawls (mostly read-only, with the same actions as the CLI), orgs and schedules.
+"""The admin of crawls and their snapshots: crawls are read-only but for their tags.
 
-Actions call the model's transition methods, exactly like the CLI, so the admin can never
-put a crawl into a state the CLI could not. Webhooks are registered by their own module.
+Actions and buttons call crawls.actions, as the CLI and the API do, so the admin can never
+put a crawl into a state the CLI could not. The crawl's own pages (add, edit, buttons, live
+JSON, downloads, replay, the log) are in crawls/admin/views.py.
 """
 
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Value
-from django.db.models.functions import Coalesce
 from django.forms.models import BaseInlineFormSet
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
-from archiver.errors import NotAllowed
-from crawls import admin_views, schedules, wake
-from crawls.admin_forms import BROWSER_FIELDS, ScheduleForm, TagsField, next_runs
-from crawls.admin_login import RateLimitedLoginForm
-from crawls.admin_views import BUTTONS, may
+from archiver.errors import ActionRefused
+from crawls import actions
+from crawls.admin.forms import TagsField
+from crawls.admin.views import (
+    ACTIONS,
+    BUTTONS,
+    add_crawl,
+    allowed_buttons,
+    download,
+    download_url,
+    edit_crawl,
+    editable,
+    live,
+    live_detail,
+    log_page,
+    may,
+    press,
+    replay,
+)
 from crawls.cli import age, duration
-from crawls.config import MAX_SIZE, human_size, parse_size
+from crawls.config import human_size
 from crawls.lease import db_now
 from crawls.models import (
-    ApiToken,
     Crawl,
     CrawlEvent,
     CrawlLog,
-    CrawlStatus,
-    Org,
-    OrgUsage,
     Process,
-    Schedule,
     Snapshot,
     SnapshotStatus,
     WebhookDelivery,
-    first_text,
-    month_start,
 )
 from crawls.reasons import reason_line
 
 INLINE_ROWS = 50  # a 100k-snapshot crawl must still render: inlines show the newest rows
-
-
-def progress_html(done: int, found: int):
-    return format_html(
-        '<progress value="{}" max="{}" style="width:7em"></progress> {}/{}',
-        done, max(found, 1), done, found,
-    )
-
-
-# --- crawls --------------------------------------------------------------------------------
 
 
 class NewestRowsFormSet(BaseInlineFormSet):
@@ -119,7 +114,7 @@ class CrawlEventInline(ReadOnlyInline):
 
 
 def crawl_action(method: str, done: str):
-    """An admin action calling `crawl.<method>(now)` on each selected crawl."""
+    """An admin action carrying out one of crawls.actions on each selected crawl."""
     permission = BUTTONS[method][1]
 
     def action(modeladmin, request, queryset):
@@ -127,15 +122,15 @@ def crawl_action(method: str, done: str):
             raise PermissionDenied
         now = db_now()
         succeeded = 0
-        for crawl in queryset.select_related("org"):
-            try:
-                getattr(crawl, method)(now)
-            except NotAllowed as exc:
-                modeladmin.message_user(request, str(exc), messages.WARNING)
-            else:
-                succeeded += 1
+        with actions.one_nudge():
+            for crawl in queryset.select_related("org"):
+                try:
+                    ACTIONS[method](crawl, now)
+                except ActionRefused as exc:
+                    modeladmin.message_user(request, str(exc), messages.WARNING)
+                else:
+                    succeeded += 1
         if succeeded:
-            wake.nudge()
             modeladmin.message_user(request, f"{done}: {succeeded} crawl(s)", messages.SUCCESS)
 
     action.__name__ = f"{method}_crawls"
@@ -239,29 +234,29 @@ class CrawlAdmin(admin.ModelAdmin):
             return self.admin_site.admin_view(wrapped)
 
         return [
-            path("live.json", view(admin_views.live), name="crawls_crawl_live"),
-            path("<str:pk>/press/<str:button>/", view(admin_views.press), name="crawls_crawl_press"),
-            path("<str:pk>/files/<int:file_pk>/<str:name>", view(admin_views.download),
+            path("live.json", view(live), name="crawls_crawl_live"),
+            path("<str:pk>/press/<str:button>/", view(press), name="crawls_crawl_press"),
+            path("<str:pk>/files/<int:file_pk>/<str:name>", view(download),
                  name="crawls_crawl_download"),
-            path("<str:pk>/replay/", view(admin_views.replay), name="crawls_crawl_replay"),
-            path("<str:pk>/log/", view(admin_views.log_page), name="crawls_crawl_log"),
-            path("<str:pk>/edit/", view(admin_views.edit_crawl), name="crawls_crawl_edit"),
+            path("<str:pk>/replay/", view(replay), name="crawls_crawl_replay"),
+            path("<str:pk>/log/", view(log_page), name="crawls_crawl_log"),
+            path("<str:pk>/edit/", view(edit_crawl), name="crawls_crawl_edit"),
             *super().get_urls(),
         ]
 
     def add_view(self, request, form_url="", extra_context=None):
-        return admin_views.add_crawl(self, request)
+        return add_crawl(self, request)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         crawl = Crawl.objects.filter(pk=object_id).first()
         if crawl is not None:
             extra_context = {
                 **(extra_context or {}), "crawl": crawl,
-                "buttons": admin_views.allowed_buttons(request, crawl),
+                "buttons": allowed_buttons(request, crawl),
                 "may_add": may(request, "add"),
-                "may_edit": may(request, "change") and admin_views.editable(crawl),
+                "may_edit": may(request, "change") and editable(crawl),
                 "has_files": crawl.files.exists(),
-                "live": admin_views.live_detail(crawl, timezone.now()),
+                "live": live_detail(crawl, timezone.now()),
             }
         return super().change_view(request, object_id, form_url, extra_context)
 
@@ -331,7 +326,7 @@ class CrawlAdmin(admin.ModelAdmin):
     @admin.display(description="files")
     def files_table(self, obj):
         rows = [
-            (format_html('<a href="{}" class="download">{}</a>', admin_views.download_url(f), f.path),
+            (format_html('<a href="{}" class="download">{}</a>', download_url(f), f.path),
              human_size(f.size), format_html('<code>{}</code>', f.sha256), f.created_at)
             for f in obj.files.order_by("created_at")
         ]
@@ -372,186 +367,3 @@ class SnapshotAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
-
-
-# --- orgs ----------------------------------------------------------------------------------
-
-
-class SizeField(forms.CharField):
-    """A byte count typed as `500GB`, `2TiB` or bytes; empty means unlimited."""
-
-    def prepare_value(self, value):
-        return str(value) if isinstance(value, int) else value
-
-    def to_python(self, value):
-        value = super().to_python(value)
-        if not value:
-            return None
-        try:
-            return parse_size(value)
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from None
-
-
-class OrgForm(forms.ModelForm):
-    storage_quota_bytes = SizeField(
-        required=False, label="Storage quota",
-        help_text=f"For example 500GB or 2TiB (at most {human_size(MAX_SIZE)}); empty = unlimited.",
-    )
-
-    class Meta:
-        model = Org
-        fields = ("slug", "name", "max_concurrent_crawls", "storage_quota_bytes",
-                  "exec_minutes_quota", "max_pages_per_crawl")
-
-
-@admin.register(Org)
-class OrgAdmin(admin.ModelAdmin):
-    form = OrgForm
-    list_display = ("slug", "name", "active", "stored", "exec_minutes_this_month",
-                    "max_concurrent_crawls", "max_pages_per_crawl")
-    search_fields = ("slug", "name")
-    readonly_fields = ("stored", "exec_minutes_this_month", "active", "created_at")
-    fieldsets = (
-        (None, {"fields": ("slug", "name")}),
-        ("Quotas (empty = unlimited)", {"fields": (
-            "max_concurrent_crawls", "storage_quota_bytes", "exec_minutes_quota",
-            "max_pages_per_crawl",
-        )}),
-        ("Usage", {"fields": ("stored", "exec_minutes_this_month", "active", "created_at")}),
-    )
-
-    def get_readonly_fields(self, request, obj=None):
-        """Quotas are shown to everyone and changed only with the right `change_org_quotas`."""
-        if request.user.has_perm("crawls.change_org_quotas"):
-            return self.readonly_fields
-        return (*self.readonly_fields, *Org.QUOTA_FIELDS)
-
-    def get_queryset(self, request):
-        this_month = OrgUsage.objects.filter(org=OuterRef("pk"), month=month_start(timezone.now()))
-        return super().get_queryset(request).annotate(
-            active_count=Count("crawls", filter=Q(crawls__status__in=CrawlStatus.ACTIVE)),
-            month_seconds=Coalesce(Subquery(this_month.values("exec_seconds")[:1]), Value(0.0),
-                                   output_field=FloatField()),
-        )
-
-    @admin.display(description="active crawls", ordering="active_count")
-    def active(self, obj):
-        return getattr(obj, "active_count", 0)
-
-    @admin.display(description="stored", ordering="bytes_stored")
-    def stored(self, obj):
-        quota = f" of {human_size(obj.storage_quota_bytes)}" if obj.storage_quota_bytes else ""
-        return f"{human_size(obj.bytes_stored)}{quota}"
-
-    @admin.display(description="exec minutes this month")
-    def exec_minutes_this_month(self, obj):
-        used = f"{getattr(obj, 'month_seconds', 0) / 60:.0f}"
-        return f"{used} of {obj.exec_minutes_quota}" if obj.exec_minutes_quota else used
-
-
-# --- schedules -----------------------------------------------------------------------------
-
-
-@admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
-    """A schedule is edited with the crawl form plus its cron expression."""
-
-    form = ScheduleForm
-    list_display = ("id", "cron", "first_seed", "org", "enabled", "retry_at", "last_crawl")
-    list_filter = ("enabled", "org")
-    list_select_related = ("org", "last_crawl")
-    readonly_fields = ("next_run_times", "retry_at", "last_crawl", "created_at")
-    fieldsets = (
-        (None, {"fields": ("cron", "next_run_times", "enabled", "org", "tags")}),
-        ("Crawl", {"fields": ("seeds", "scope_type", "depth", "extra_hops", "page_limit",
-                              "size_limit", "time_limit", "include", "exclude", "workers",
-                              "scale", "user_agent", "use_robots")}),
-        ("Browser (browsertrix-crawler only)", {"fields": BROWSER_FIELDS, "classes": ("collapse",)}),
-        ("State", {"fields": ("retry_at", "last_crawl", "created_at")}),
-    )
-
-    class Media:
-        css = {"all": ["crawls/admin.css"]}
-        js = ["crawls/tags.js"]
-
-    # A schedule queues crawls of whatever seeds it holds: adding or changing one is, in
-    # effect, adding crawls.
-    def has_add_permission(self, request):
-        return super().has_add_permission(request) and may(request, "add")
-
-    def has_change_permission(self, request, obj=None):
-        return super().has_change_permission(request, obj) and may(request, "add")
-
-    @admin.display(description="seed")
-    def first_seed(self, obj):
-        seed = first_text(obj.stored_seeds) or "-"
-        return format_html('<span class="crawl-seed" title="{}">{}</span>', seed, seed)
-
-    @admin.display(description="next runs (UTC)")
-    def next_run_times(self, obj):
-        if not obj or not obj.pk:
-            return "shown once saved"
-        try:
-            slots = next_runs(obj.cron, db_now())
-        except ValueError as exc:
-            return str(exc)
-        return ", ".join(f"{slot:%Y-%m-%d %H:%M}" for slot in slots)
-
-    def save_model(self, request, obj, form, change):
-        # A schedule is due when retry_at <= now; NULL would hide an enabled one for ever.
-        if not obj.enabled:
-            obj.retry_at = None
-        elif obj.retry_at is None or "cron" in form.changed_data:
-            obj.retry_at = schedules.next_slot(obj.cron, db_now())
-        super().save_model(request, obj, form, change)
-
-
-from crawls import admin_webhooks  # noqa: E402, F401  registers Webhook and WebhookDelivery
-
-admin.site.login_form = RateLimitedLoginForm  # failed log-ins are limited per address and user
-
-
-
-@admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
-    """API tokens: the secret is shown once, in the message after adding; revoke is an action."""
-
-    list_display = ("prefix", "name", "user", "org", "read_only", "rate_limit", "last_used_at", "revoked_at")
-    list_filter = ("read_only", "org")
-    list_select_related = ("user", "org")
-    actions = ["revoke_tokens"]
-
-    def get_queryset(self, request):
-        """Superusers see every token; anyone else only their own."""
-        tokens = super().get_queryset(request)
-        return tokens if request.user.is_superuser else tokens.filter(user=request.user)
-
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        # A token carries its user's permissions: only a superuser (who has them all
-        # already) may make one for someone else. The narrowed choices also refuse a
-        # forged POST naming another user ("Select a valid choice").
-        if db_field.name == "user" and not request.user.is_superuser:
-            kwargs["queryset"] = User.objects.filter(pk=request.user.pk)
-            kwargs["initial"] = request.user.pk
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    def get_fields(self, request, obj=None):
-        editable = ["user", "name", "org", "read_only", "rate_limit"]
-        return editable if obj is None else [*editable, "prefix", "created_at", "last_used_at", "revoked_at"]
-
-    def get_readonly_fields(self, request, obj=None):
-        return () if obj is None else ("user", "prefix", "created_at", "last_used_at", "revoked_at")
-
-    def save_model(self, request, obj, form, change):
-        if not change and obj.user_id != request.user.pk and not request.user.is_superuser:
-            raise PermissionDenied("only a superuser creates tokens for other users")
-        secret = None if change else obj.new_secret()
-        super().save_model(request, obj, form, change)
-        if secret:
-            messages.warning(request, f"Token {obj.prefix}: {secret} (copy it now; it is not shown again)")
-
-    @admin.action(description="Revoke the selected tokens", permissions=["change"])
-    def revoke_tokens(self, request, queryset):
-        revoked = queryset.filter(revoked_at__isnull=True).update(revoked_at=db_now())
-        messages.info(request, f"revoked {revoked} token(s)")

@@ -13,14 +13,13 @@ import datetime as dt
 from typing import get_args
 
 from django import forms
-from django.core.management.base import CommandError
 
 from archiver.conf import duration_in_seconds, parse_duration
-from archiver.errors import ConfigError
+from archiver.errors import ActionRefused, ConfigError
 from crawls import schedules
+from crawls.actions import check_tags
 from crawls.cli import whole_number
 from crawls.config import BEHAVIORS, SCREENSHOTS, WAIT_UNTIL, CrawlConfig, ScopeType, parse_size
-from crawls.management.commands.add import check_tags
 from crawls.models import BrowserProfile, Org, Schedule
 
 SCOPES = get_args(ScopeType)
@@ -96,7 +95,7 @@ class TagsField(forms.CharField):
         tags = [tag for tag in (super().to_python(value) or "").split(",") if tag.strip()]
         try:
             return check_tags(tags)
-        except CommandError as exc:
+        except ActionRefused as exc:
             raise forms.ValidationError(str(exc)) from None
 
 
