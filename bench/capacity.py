@@ -48,7 +48,7 @@ def tick_costs(port: int, data_dir: Path, active_counts: tuple[int, ...], ticks:
     from runner.launchers import hostname
     from runner.progress import ProgressStore
     from runner.redis_server import RedisEndpoint
-    from runner.testing import FakeLauncher
+    from tests.fakes import FakeLauncher
 
     admin = redis.Redis(port=port)
     org = Org.objects.get_or_create(slug="default")[0]

@@ -156,7 +156,7 @@ def _tick_cost(data_dir: Path, port: int, active: int, ticks: int) -> dict:
     from runner.launchers import hostname
     from runner.progress import ProgressStore
     from runner.redis_server import RedisEndpoint
-    from runner.testing import FakeLauncher
+    from tests.fakes import FakeLauncher
 
     for _ in range(100):
         try:

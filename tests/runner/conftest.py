@@ -18,7 +18,7 @@ from runner.daemon import Runner
 from runner.launchers import LocalLauncher
 from runner.progress import ProgressStore
 from runner.redis_server import RedisEndpoint
-from runner.testing import FakeLauncher, MemoryStore
+from tests.fakes import FakeLauncher, MemoryStore
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
 

@@ -1,6 +1,6 @@
 """The lifecycle rules as the runner carries them out, one tick at a time.
 
-In-memory launcher and store (runner.testing), time pinned and stepped: schedules, the pause limit,
+In-memory launcher and store (tests/fakes.py), time pinned and stepped: schedules, the pause limit,
 stop/cancel of a paused crawl, a full disk, execution time across a month, live exclusions,
 scale, stalls, retention, and what is left in an instance's folder after its WACZ is kept.
 """

@@ -1,5 +1,5 @@
 """The runner's steps, one at a time, with the in-memory launcher and the in-memory store
-(runner.testing: no Redis server, no processes).
+(tests/fakes.py: no Redis server, no processes).
 
 Time is pinned: each test passes `now` to tick(); the crawler's side of the protocol is
 played by writing its keys into Redis and ending fake instances.
