@@ -202,7 +202,7 @@ def main() -> None:
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="acap-", dir="/tmp"))
     setup_django(data_dir, ARCHIVER_LOG_LEVEL="WARNING")
-    from tests.conftest import free_port
+    from tests.ports import free_port
 
     port = free_port()
     redis_dir = data_dir / "redis-bench"

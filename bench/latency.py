@@ -128,7 +128,7 @@ def measure_tick(active: int, ticks: int) -> dict:
     redis_dir = data_dir / "redis-test"
     redis_dir.mkdir(parents=True)
     setup_django(data_dir, ARCHIVER_LOG_LEVEL="WARNING")
-    from tests.conftest import free_port
+    from tests.ports import free_port
 
     port = free_port()
     redis_proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",

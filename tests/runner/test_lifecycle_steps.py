@@ -26,8 +26,7 @@ from crawls.models import (
 )
 from crawls.schedules import create_schedule
 from runner.launchers import hostname
-from tests.runner.conftest import T0
-from tests.runner.test_steps import end_instance, keys, later, report
+from tests.runner.step_helpers import T0, end_instance, keys, later, report
 
 S = CrawlStatus
 pytestmark = pytest.mark.django_db
