@@ -103,3 +103,30 @@ def admin_settings(settings, tmp_path):
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
 
+
+@pytest.fixture
+def conf_data_dir(tmp_path, monkeypatch) -> Path:
+    """A data dir of the test's own, and archiver's settings pointing at it."""
+    from archiver.conf import Settings
+
+    root = tmp_path / "data"
+    root.mkdir()
+    settings = Settings(data_dir=root)
+    monkeypatch.setattr("archiver.conf.get", lambda: settings)
+    return root
+
+
+@pytest.fixture
+def log_in_staff(client, db):
+    """Logs the test client in as a staff user who holds only the permissions
+    `Permission.objects.filter(**which)` finds (none without a filter); returns the user."""
+    from django.contrib.auth.models import Permission, User
+
+    def log_in(name: str = "clerk", **which) -> User:
+        user = User.objects.create_user(name, password="a-long-passphrase-1", is_staff=True)
+        if which:
+            user.user_permissions.set(Permission.objects.filter(**which))
+        client.force_login(user)
+        return user
+
+    return log_in
