@@ -9,9 +9,9 @@ buttons; the list shows it complete, still without a reload; the crawl's page; e
 downloaded in the browser matches its recorded sha256 (and answers a Range request); Replay
 frames the replay origin, whose player shows the archived seed page (and a page below it)
 and reads every WACZ there in ranges; delete removes the crawl and its files.
-A second test replays a crawl of two WACZ files (the multi-WACZ package) built here with
-warcio, and finds each archived page's text inside ReplayWeb.page's frame. Screenshots of
-each step go to test-artifacts/admin-browser/<test>/ (or $ARCHIVER_TEST_ARTIFACTS).
+A second test replays a crawl of two WACZ files (the multi-WACZ package) built with warcio
+(tests/admin/browsing.py), and finds each archived page's text inside ReplayWeb.page's frame.
+Screenshots of each step go to test-artifacts/admin-browser/<test>/ (or $ARCHIVER_TEST_ARTIFACTS).
 """
 
 from __future__ import annotations

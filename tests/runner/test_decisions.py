@@ -1,4 +1,5 @@
-"""The runner's pure decisions: exit codes, outcomes, backoff and crawl state."""
+"""The runner's pure decisions: exit codes, outcomes, backoff, crawl state, and the plan of
+actions: every action type of runner/decide.py in a situation built by hand that calls for it."""
 
 from __future__ import annotations
 
