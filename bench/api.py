@@ -131,7 +131,7 @@ def main(argv=None) -> int:
     data_dir = Path(tempfile.mkdtemp(prefix="abench-api-", dir="/tmp"))
     try:
         setup_django(data_dir)
-        from tests.api.conftest import gunicorn
+        from tests.api.servers import gunicorn
 
         with gunicorn(data_dir) as server:
             from django.contrib.auth.models import User

@@ -48,7 +48,7 @@ def tick_costs(port: int, data_dir: Path, active_counts: tuple[int, ...], ticks:
     from runner.launchers import hostname
     from runner.progress import ProgressStore
     from runner.redis_server import RedisEndpoint
-    from runner.testing import FakeLauncher
+    from tests.fakes import FakeLauncher
 
     admin = redis.Redis(port=port)
     org = Org.objects.get_or_create(slug="default")[0]
@@ -202,7 +202,7 @@ def main() -> None:
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="acap-", dir="/tmp"))
     setup_django(data_dir, ARCHIVER_LOG_LEVEL="WARNING")
-    from tests.conftest import free_port
+    from tests.ports import free_port
 
     port = free_port()
     redis_dir = data_dir / "redis-bench"

@@ -29,7 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.sitegen import free_port, serve_site  # noqa: E402
+from tests.ports import free_port  # noqa: E402
+from tests.sitegen import serve_site  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 

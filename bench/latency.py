@@ -128,7 +128,7 @@ def measure_tick(active: int, ticks: int) -> dict:
     redis_dir = data_dir / "redis-test"
     redis_dir.mkdir(parents=True)
     setup_django(data_dir, ARCHIVER_LOG_LEVEL="WARNING")
-    from tests.conftest import free_port
+    from tests.ports import free_port
 
     port = free_port()
     redis_proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
@@ -156,7 +156,7 @@ def _tick_cost(data_dir: Path, port: int, active: int, ticks: int) -> dict:
     from runner.launchers import hostname
     from runner.progress import ProgressStore
     from runner.redis_server import RedisEndpoint
-    from runner.testing import FakeLauncher
+    from tests.fakes import FakeLauncher
 
     for _ in range(100):
         try:

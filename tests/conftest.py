@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
-import socket
-import subprocess
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from archiver import conf as _conf
+from tests.private_redis import start_redis
 
 # The suite's sites and receivers live on 127.0.0.1, which the crawl address policy refuses
 # by default; tests of the policy itself set their own list (tests/test_crawl_address_policy.py).
@@ -25,43 +21,6 @@ from archiver import conf as _conf
 # cached copy is dropped; daemons and crawlers the tests start inherit the variable.
 os.environ.setdefault("ARCHIVER_CRAWL_ALLOW_NETWORKS", "127.0.0.0/8")
 _conf.get.cache_clear()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class RedisServer:
-    port: int
-    process: subprocess.Popen
-    databases: int = 256
-
-    def url(self, db: int = 0) -> str:
-        return f"redis://127.0.0.1:{self.port}/{db}"
-
-
-def start_redis(tmp: Path, databases: int = 256, port: int | None = None) -> RedisServer:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not on PATH (scripts/test.sh installs it)")
-    port = port or free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--databases", str(databases), "--dir", str(tmp)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60  # a process starting on a busy machine
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return RedisServer(port=port, process=proc, databases=databases)
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    pytest.fail("redis-server did not start")
 
 
 @pytest.fixture(scope="session")
@@ -143,3 +102,31 @@ def admin_settings(settings, tmp_path):
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture
+def conf_data_dir(tmp_path, monkeypatch) -> Path:
+    """A data dir of the test's own, and archiver's settings pointing at it."""
+    from archiver.conf import Settings
+
+    root = tmp_path / "data"
+    root.mkdir()
+    settings = Settings(data_dir=root)
+    monkeypatch.setattr("archiver.conf.get", lambda: settings)
+    return root
+
+
+@pytest.fixture
+def log_in_staff(client, db):
+    """Logs the test client in as a staff user who holds only the permissions
+    `Permission.objects.filter(**which)` finds (none without a filter); returns the user."""
+    from django.contrib.auth.models import Permission, User
+
+    def log_in(name: str = "clerk", **which) -> User:
+        user = User.objects.create_user(name, password="a-long-passphrase-1", is_staff=True)
+        if which:
+            user.user_permissions.set(Permission.objects.filter(**which))
+        client.force_login(user)
+        return user
+
+    return log_in

@@ -11,6 +11,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+from archiver.conf import Settings
+from tests.ports import free_port
+
 ACCESS_KEY = "archiver-test-access"
 SECRET_KEY = "s3cr3t-Value-That-Must-Never-Show-0123456789"
 PREFIX = "archiver"
@@ -29,14 +32,6 @@ def moto_command() -> str:
     if binary is None:
         raise MotoMissing("moto_server is missing: pip install 'moto[server]' (the test extra)")
     return binary
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class MotoServer:
@@ -97,3 +92,10 @@ def storage_env(endpoint: str, bucket: str, prefix: str = PREFIX) -> dict[str, s
     """The settings that put a runner's archives in `bucket` (docs/storage.md)."""
     return {"ARCHIVER_STORAGE_URL": f"s3://{bucket}/{prefix}", "ARCHIVER_STORAGE_ENDPOINT": endpoint,
             "ARCHIVER_STORAGE_ACCESS_KEY": ACCESS_KEY, "ARCHIVER_STORAGE_SECRET_KEY": SECRET_KEY}
+
+
+def storage_settings(data_dir: Path, endpoint: str, bucket: str, **more) -> Settings:
+    """A runner's settings with its archives in `bucket` on the server at `endpoint`."""
+    return Settings(data_dir=data_dir, launcher="local", poll_interval=0.2, lease_seconds=5,
+                    storage_url=f"s3://{bucket}/archiver", storage_endpoint=endpoint,
+                    storage_access_key=ACCESS_KEY, storage_secret_key=SECRET_KEY, **more)

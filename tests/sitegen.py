@@ -28,14 +28,15 @@ robots.txt disallows /site/private/. Requisites live under /static/ (style.css p
 from __future__ import annotations
 
 import gzip
-import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.ports import free_port
 
 FILLER = ("<p>" + "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 12 + "</p>\n")
 
@@ -59,12 +60,6 @@ PNG = (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08
        b"\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N"
        b"\x00\x00\x00\x00IEND\xaeB`\x82")
 PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
-
-
-def free_port() -> int:
-    with closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def html(title: str, links: list[str], head: str = "") -> bytes:

@@ -81,9 +81,8 @@ def test_anonymous_users_are_sent_to_the_login_page(client, busy_crawl):
         assert response["Location"].startswith(reverse("admin:login"))
 
 
-def test_a_staff_user_without_permissions_cannot_see_crawls(client, busy_crawl):
-    User.objects.create_user("clerk", password="pw-12345678", is_staff=True)
-    client.login(username="clerk", password="pw-12345678")
+def test_a_staff_user_without_permissions_cannot_see_crawls(client, log_in_staff, busy_crawl):
+    log_in_staff()
     assert client.get(reverse("admin:crawls_crawl_changelist")).status_code == 403
 
 
@@ -317,13 +316,9 @@ def test_a_crawl_with_100k_snapshots_still_renders_quickly(admin_client, make_cr
 
 
 @pytest.fixture
-def viewer_client(client):
+def viewer_client(client, log_in_staff):
     """A staff user who may look at everything and change nothing."""
-    from django.contrib.auth.models import Permission
-
-    viewer = User.objects.create_user("viewer", password="a-long-passphrase-1", is_staff=True)
-    viewer.user_permissions.set(Permission.objects.filter(codename__startswith="view_"))
-    client.force_login(viewer)
+    log_in_staff("viewer", codename__startswith="view_")
     return client
 
 
@@ -343,12 +338,8 @@ def test_a_view_only_user_can_run_no_crawl_action(viewer_client, make_crawl, nud
     assert nudges == []
 
 
-def test_changing_crawls_does_not_allow_canceling_them(client, make_crawl, nudges):
-    from django.contrib.auth.models import Permission
-
-    clerk = User.objects.create_user("clerk", password="a-long-passphrase-1", is_staff=True)
-    clerk.user_permissions.set(Permission.objects.filter(codename__in=["view_crawl", "change_crawl"]))
-    client.force_login(clerk)
+def test_changing_crawls_does_not_allow_canceling_them(client, log_in_staff, make_crawl, nudges):
+    log_in_staff(codename__in=["view_crawl", "change_crawl"])
     crawl = make_crawl(S.PAUSED, started_at=timezone.now())
     run_action(client, "cancel_crawls", crawl)
     crawl.refresh_from_db()
@@ -392,12 +383,8 @@ def test_a_superuser_still_replays_a_failed_delivery(admin_client, busy_crawl, n
     assert delivery.status == DeliveryStatus.PENDING
 
 
-def test_adding_a_schedule_needs_the_right_to_add_crawls(client, org):
-    from django.contrib.auth.models import Permission
-
-    planner = User.objects.create_user("planner", password="a-long-passphrase-1", is_staff=True)
-    planner.user_permissions.set(Permission.objects.filter(codename__endswith="_schedule"))
-    client.force_login(planner)
+def test_adding_a_schedule_needs_the_right_to_add_crawls(client, log_in_staff, org):
+    log_in_staff("planner", codename__endswith="_schedule")
     form = {"org": org.pk, "cron": "0 3 * * *", "seeds": "https://example.com/",
             "scope_type": "prefix", "enabled": "on"}
     assert client.post(reverse("admin:crawls_schedule_add"), form).status_code == 403
@@ -663,11 +650,10 @@ def test_the_live_endpoint_reports_progress_for_the_crawls_asked(viewer_client, 
     assert rows[other.pk]["reason"] == "its page limit was reached"
 
 
-def test_the_live_endpoint_needs_a_log_in_and_the_right_to_view(client, busy_crawl):
+def test_the_live_endpoint_needs_a_log_in_and_the_right_to_view(client, log_in_staff, busy_crawl):
     url = reverse("admin:crawls_crawl_live")
     assert client.get(url, {"id": busy_crawl.pk}).status_code == 302
-    User.objects.create_user("clerk", password="a-long-passphrase-1", is_staff=True)
-    client.login(username="clerk", password="a-long-passphrase-1")
+    log_in_staff()
     assert client.get(url, {"id": busy_crawl.pk}).status_code == 403
 
 
@@ -685,26 +671,15 @@ def test_the_list_marks_live_cells_and_cuts_long_seeds_with_the_full_url_on_hove
 
 
 @pytest.fixture
-def data_dir(tmp_path, monkeypatch):
-    from archiver.conf import Settings
-
-    root = tmp_path / "data"
-    root.mkdir()
-    settings = Settings(data_dir=root)
-    monkeypatch.setattr("archiver.conf.get", lambda: settings)
-    return root
-
-
-@pytest.fixture
-def archived(data_dir, make_crawl):
+def archived(conf_data_dir, make_crawl):
     """A complete crawl with one WACZ of 1,000 known bytes on disk."""
     import hashlib
 
     crawl = make_crawl(S.COMPLETE, finished_at=timezone.now())
     body = bytes(range(256)) * 3 + b"x" * 232
     relative = f"archives/{crawl.id}/{crawl.id}-0.wacz"
-    (data_dir / relative).parent.mkdir(parents=True)
-    (data_dir / relative).write_bytes(body)
+    (conf_data_dir / relative).parent.mkdir(parents=True)
+    (conf_data_dir / relative).write_bytes(body)
     crawl_file = CrawlFile.objects.create(crawl=crawl, path=relative, size=len(body),
                                           sha256=hashlib.sha256(body).hexdigest())
     Org.objects.filter(pk=crawl.org_id).update(bytes_stored=5000)
@@ -760,18 +735,17 @@ def test_a_range_number_of_thousands_of_digits_is_read_as_huge(admin_client, arc
         assert b"".join(response.streaming_content) == archived[2]
 
 
-def test_downloads_need_a_log_in_and_the_right_to_view(client, archived):
+def test_downloads_need_a_log_in_and_the_right_to_view(client, log_in_staff, archived):
     assert client.get(download_url(archived[1])).status_code == 302
-    User.objects.create_user("clerk", password="a-long-passphrase-1", is_staff=True)
-    client.login(username="clerk", password="a-long-passphrase-1")
+    log_in_staff()
     assert client.get(download_url(archived[1])).status_code == 403
 
 
-def test_a_file_record_pointing_through_a_link_is_not_served(admin_client, archived, data_dir, tmp_path):
+def test_a_file_record_pointing_through_a_link_is_not_served(admin_client, archived, conf_data_dir, tmp_path):
     crawl, crawl_file, body = archived
     secret = tmp_path / "secret.txt"
     secret.write_text("host secret")
-    path = data_dir / crawl_file.path
+    path = conf_data_dir / crawl_file.path
     path.unlink()
     path.symlink_to(secret)
     assert admin_client.get(download_url(crawl_file)).status_code == 404
@@ -822,19 +796,19 @@ def test_the_csrf_cookie_is_not_readable_by_scripts_and_forms_still_work(client,
     assert response.status_code == 302
 
 
-def test_deleting_a_finished_crawl_removes_its_files_and_rows(admin_client, archived, data_dir):
+def test_deleting_a_finished_crawl_removes_its_files_and_rows(admin_client, archived, conf_data_dir):
     crawl, crawl_file, body = archived
-    (data_dir / "crawls" / crawl.id / "collections").mkdir(parents=True)
+    (conf_data_dir / "crawls" / crawl.id / "collections").mkdir(parents=True)
     response = press(admin_client, crawl, "delete")
     assert response.status_code == 302
     assert not Crawl.objects.filter(pk=crawl.pk).exists()
-    assert not (data_dir / crawl_file.path).exists()
-    assert not (data_dir / "archives" / crawl.id).exists()
-    assert not (data_dir / "crawls" / crawl.id).exists()
+    assert not (conf_data_dir / crawl_file.path).exists()
+    assert not (conf_data_dir / "archives" / crawl.id).exists()
+    assert not (conf_data_dir / "crawls" / crawl.id).exists()
     assert Org.objects.get(pk=crawl.org_id).bytes_stored == 4000
 
 
-def test_an_active_crawl_is_not_deleted(admin_client, make_crawl, data_dir):
+def test_an_active_crawl_is_not_deleted(admin_client, make_crawl, conf_data_dir):
     crawl = make_crawl(S.RUNNING)
     response = admin_client.post(reverse("admin:crawls_crawl_press", args=[crawl.pk, "delete"]), follow=True)
     assert "cannot delete crawl" in response.content.decode().lower()

@@ -19,8 +19,8 @@ import pytest
 
 from archiver.conf import CRAWLER_VERSION, Settings
 from runner import doctor
-from tests.conftest import free_port
-from tests.runner.test_launchers_docker import HungEngine
+from tests.ports import free_port
+from tests.runner.engine_sockets import HungEngine
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -95,15 +95,6 @@ def test_the_admin_serves_no_file_of_replayweb_page():
 
 
 @pytest.fixture
-def data_dir(tmp_path, monkeypatch):
-    root = tmp_path / "data"
-    root.mkdir()
-    settings = Settings(data_dir=root)
-    monkeypatch.setattr("archiver.conf.get", lambda: settings)
-    return root
-
-
-@pytest.fixture
 def replay_client(settings, client):
     """The test client through the replay application's URLconf and middleware."""
     settings.ROOT_URLCONF = replay_settings.ROOT_URLCONF
@@ -113,7 +104,7 @@ def replay_client(settings, client):
 
 
 @pytest.fixture
-def archived(data_dir):
+def archived(conf_data_dir):
     """A complete crawl with two WACZ files on disk; returns (crawl, files, bodies)."""
     org = Org.objects.get_or_create(slug="default", defaults={"name": "Default"})[0]
     crawl = Crawl.create(org, CrawlConfig(seeds=["https://example.com/"]))
@@ -122,8 +113,8 @@ def archived(data_dir):
     for n in range(2):
         body = bytes([n]) * 1000
         relative = f"archives/{crawl.id}/session-{n}.wacz"
-        (data_dir / relative).parent.mkdir(parents=True, exist_ok=True)
-        (data_dir / relative).write_bytes(body)
+        (conf_data_dir / relative).parent.mkdir(parents=True, exist_ok=True)
+        (conf_data_dir / relative).write_bytes(body)
         files.append(CrawlFile.objects.create(crawl=crawl, path=relative, size=1000,
                                               sha256=hashlib.sha256(body).hexdigest()))
         bodies.append(body)

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port
+
 REPO = Path(__file__).resolve().parent.parent
 LIB = REPO / "scripts" / "lib" / "python.sh"
 BASH = shutil.which("bash") or "/bin/bash"
@@ -154,12 +156,6 @@ def start(checkout: Path, port: int, **env) -> subprocess.CompletedProcess:
     environ.update(env)
     return subprocess.run([BASH, str(checkout / "scripts" / "start.sh")], env=environ,
                           capture_output=True, text=True, timeout=90)
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
 
 
 def archiver_calls(checkout: Path) -> list[str]:

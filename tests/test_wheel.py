@@ -87,6 +87,17 @@ def test_the_wheel_holds_the_packages_templates_static_files_and_migrations(whee
     assert not [n for n in names if n.startswith(("tests/", "bench/", "crawls/replayweb/", "crawls/static/crawls/replay/"))]
     metadata = zipfile.ZipFile(wheel).read(f"archiver-{archiver.__version__}.dist-info/METADATA")
     assert b"Requires-Python: >=3.11\n" in metadata
+    # The in-memory fakes are tests/fakes.py: the package carries none, needs no fakeredis.
+    assert "runner/testing.py" not in names
+    fakeredis = [line for line in metadata.decode().splitlines() if "fakeredis" in line]
+    assert fakeredis and all(line.endswith('extra == "test"') for line in fakeredis), fakeredis
+
+
+def test_no_installed_module_imports_the_tests_or_fakeredis():
+    imports = re.compile(r"^\s*(from|import)\s+(tests|fakeredis)\b", re.MULTILINE)
+    offenders = [str(path.relative_to(REPO)) for package in ("archiver", "crawls", "runner", "crawler/archiver_crawler")
+                 for path in (REPO / package).rglob("*.py") if imports.search(path.read_text())]
+    assert offenders == []
 
 
 class Installed:

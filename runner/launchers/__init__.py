@@ -4,7 +4,7 @@ A Launcher starts one instance from a LaunchSpec and answers for it by a `ref` (
 container id, a service id, or the path prefix of a local process's files). Everything it starts
 carries the crawl id, the instance number, the Process row and this installation, so a
 restarted daemon finds its instances again (`find()`, even for a launch it was killed in)
-and never touches another installation's. The in-memory FakeLauncher is in runner.testing.
+and never touches another installation's. The in-memory FakeLauncher is in tests/fakes.py.
 """
 
 from __future__ import annotations

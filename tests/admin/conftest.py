@@ -9,30 +9,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.runner.test_daemon_process import Installation
+from tests.admin.browsing import wait_until
+from tests.installation import ROOT, Installation
+from tests.ports import free_port
 from tests.s3server import stop_process
-from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
 REPLAY_FILES = ROOT / "crawls" / "replayweb"
 REPLAY_HOST = "127.0.0.2"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def wait_until(condition, timeout: float, what: str, interval: float = 0.25):
-    return wait_for(condition, timeout, interval, what)
 
 
 class Screenshots:
@@ -193,12 +182,3 @@ def shots(browser, request) -> Screenshots:
     return Screenshots(browser, folder / request.node.name)
 
 
-def log_in(driver, admin_url: str, installation) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.get(f"{admin_url}/admin/login/")
-    driver.find_element(By.ID, "id_username").send_keys("admin")
-    driver.find_element(By.ID, "id_password").send_keys(
-        (installation.data_dir / "admin-password").read_text().strip())
-    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    wait_until(lambda: "/admin/login/" not in driver.current_url, 60, "the log-in")

@@ -9,47 +9,26 @@ buttons; the list shows it complete, still without a reload; the crawl's page; e
 downloaded in the browser matches its recorded sha256 (and answers a Range request); Replay
 frames the replay origin, whose player shows the archived seed page (and a page below it)
 and reads every WACZ there in ranges; delete removes the crawl and its files.
-A second test replays a crawl of two WACZ files (the multi-WACZ package) built here with
-warcio, and finds each archived page's text inside ReplayWeb.page's frame. Screenshots of
-each step go to test-artifacts/admin-browser/<test>/ (or $ARCHIVER_TEST_ARTIFACTS).
+A second test replays a crawl of two WACZ files (the multi-WACZ package) built with warcio
+(tests/admin/browsing.py), and finds each archived page's text inside ReplayWeb.page's frame.
+Screenshots of each step go to test-artifacts/admin-browser/<test>/ (or $ARCHIVER_TEST_ARTIFACTS).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
 from archiver.replay_logging import SIGNATURE
-from tests.admin.conftest import ROOT, log_in, wait_until
+from tests.admin.browsing import archived_crawl, log_in, wait_for_replayed_text, wait_until
+from tests.installation import ROOT
 from tests.runner.helpers import slow_site
 
 pytestmark = pytest.mark.slow
 
-# Finds text in the archived page ReplayWeb.page shows: the frame it loads from its service
-# worker's replay URL (.../w/<collection>/<timestamp>mp_/<url>), nested in same-origin
-# iframes inside its components' shadow DOM. The player's own chrome (its URL bar, page
-# titles) is not searched, and its "Archived Page Not Found" page never has the text.
-FIND_TEXT_JS = """
-const wanted = arguments[0];
-function search(root, depth) {
-  if (!root || depth > 10) return false;
-  for (const el of root.querySelectorAll("*")) {
-    if (el.shadowRoot && search(el.shadowRoot, depth + 1)) return true;
-    if (el.tagName !== "IFRAME") continue;
-    let doc = null;
-    try { doc = el.contentDocument; } catch (e) { doc = null; }
-    if (!doc) continue;
-    if (/mp_\\//.test(doc.location.href) && doc.body && doc.body.innerText.includes(wanted)) return true;
-    if (search(doc, depth + 1)) return true;
-  }
-  return false;
-}
-return search(document, 0);
-"""
 
 # Downloads a URL in the browser (with its session) and returns status, type and sha256.
 FETCH_SHA256_JS = """
@@ -84,38 +63,6 @@ def text_of(driver, css: str) -> str:
         return elements[0].text if elements else ""
     except StaleElementReferenceException:
         return ""
-
-
-def replayed_text_found(driver, text: str) -> bool:
-    """Whether `text` is in the archived page of the admin's Replay frame (the replay
-    origin's page: WebDriver enters a cross-origin frame, a script of the admin could not)."""
-    from selenium.webdriver.common.by import By
-
-    frames = driver.find_elements(By.CSS_SELECTOR, "iframe#replay")
-    if frames:  # (before issue 21 the player was in the admin's page itself)
-        driver.switch_to.frame(frames[0])
-    try:
-        return driver.execute_script(FIND_TEXT_JS, text)
-    finally:
-        driver.switch_to.default_content()
-
-
-def wait_for_replayed_text(driver, shots, text: str, name: str) -> None:
-    """Wait for `text` in the archived page ReplayWeb.page shows. A person reloads a player
-    whose first load raced its service worker's start (seen on a loaded machine): so does
-    this, once."""
-    for attempt in range(2):
-        try:
-            wait_until(lambda: replayed_text_found(driver, text), 60,
-                       f"{text!r} inside the replay frame", interval=1)
-            break
-        except AssertionError:
-            shots.take(f"{name}-failed-{attempt}")
-            if attempt:
-                console = "\n".join(str(entry) for entry in driver.get_log("browser")[-30:])
-                raise AssertionError(f"no {text!r} in the replay; browser console:\n{console}") from None
-            driver.refresh()
-    shots.take(name)
 
 
 def press(driver, button: str) -> None:
@@ -251,75 +198,6 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
 
 
 # --- replay of several WACZ files ----------------------------------------------------------
-
-
-def stored_wacz(path: Path, url: str, text: str, body: str | None = None) -> tuple[int, str]:
-    """A one-page WACZ with every entry STORED (as ReplayWeb.page reads them by range),
-    its page titled `text` (and, unless `body` is given, saying it); returns its size and
-    sha256."""
-    import datetime as dt
-    import hashlib
-    import io
-    import json
-    import zipfile
-
-    from warcio.statusandheaders import StatusAndHeaders
-    from warcio.warcwriter import WARCWriter
-
-    warc = io.BytesIO()
-    body = body or f"<!doctype html><html><head><title>{text}</title></head><body><h1>{text}</h1></body></html>"
-    headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8")], protocol="HTTP/1.1")
-    writer = WARCWriter(warc, gzip=True)
-    payload = body.encode()  # with its length given, warcio needs no temporary file
-    writer.write_record(writer.create_warc_record(url, "response", payload=io.BytesIO(payload),
-                                                  length=len(payload), http_headers=headers))
-    now = dt.datetime.now(dt.UTC)
-    host_path = url.split("://", 1)[1]
-    host, _, rest = host_path.partition("/")
-    index = (f"{host}){'/' + rest} {now:%Y%m%d%H%M%S} " + json.dumps({
-        "url": url, "mime": "text/html", "status": "200", "offset": "0",
-        "length": str(len(warc.getvalue())), "filename": "data.warc.gz"}) + "\n")
-    pages = (json.dumps({"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}) + "\n"
-             + json.dumps({"url": url, "ts": now.isoformat().replace("+00:00", "Z"), "title": text}) + "\n")
-    entries = {"archive/data.warc.gz": warc.getvalue(), "indexes/index.cdxj": index.encode(),
-               "pages/pages.jsonl": pages.encode()}
-    resources = [{"name": name.rsplit("/", 1)[1], "path": name, "bytes": len(data),
-                  "hash": "sha256:" + hashlib.sha256(data).hexdigest()} for name, data in entries.items()]
-    package = json.dumps({"profile": "data-package", "wacz_version": "1.1.1", "resources": resources,
-                          "created": f"{now:%Y-%m-%dT%H:%M:%SZ}"}).encode()
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as wacz:
-        for name, data in {**entries, "datapackage.json": package}.items():
-            wacz.writestr(name, data)
-    data = path.read_bytes()
-    return len(data), hashlib.sha256(data).hexdigest()
-
-
-CREATE_CRAWL = """
-from crawls.config import CrawlConfig
-from crawls.models import Crawl, CrawlFile, Org
-crawl = Crawl.create(Org.objects.get(slug="default"), CrawlConfig(seeds=[{seed!r}]))
-Crawl.objects.filter(pk=crawl.pk).update(status="complete")
-for path, size, sha256 in {files!r}:
-    CrawlFile.objects.create(crawl=crawl, path=path.format(id=crawl.id), size=size, sha256=sha256)
-print(crawl.id)
-"""
-
-
-def archived_crawl(installation, pages: list[tuple[str, str, str | None]]) -> str:
-    """A complete crawl of one WACZ per page (url, title, HTML body or None), its files in
-    the data dir's archives/; returns its id."""
-    staging = installation.data_dir / "staging"
-    staging.mkdir(exist_ok=True)
-    files = []
-    for n, (url, text, body) in enumerate(pages):
-        size, sha256 = stored_wacz(staging / f"{n}.wacz", url, text, body)
-        files.append((f"archives/{{id}}/session-{n}.wacz", size, sha256))
-    crawl_id = installation.manage("shell", "--no-imports", "-c", CREATE_CRAWL.format(
-        seed=pages[0][0], files=files)).strip().splitlines()[-1]
-    (installation.data_dir / "archives" / crawl_id).mkdir(parents=True)
-    for n in range(len(pages)):
-        (staging / f"{n}.wacz").rename(installation.data_dir / "archives" / crawl_id / f"session-{n}.wacz")
-    return crawl_id
 
 
 def test_replay_shows_archived_pages_from_several_wacz_files(installation, admin_url, browser, shots):

@@ -12,7 +12,6 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from archiver.conf import Settings
 from crawls.config import CrawlConfig
 from crawls.models import (
     Crawl,
@@ -52,15 +51,6 @@ def make_crawl(org):
     return make
 
 
-@pytest.fixture
-def data_dir(tmp_path, monkeypatch):
-    root = tmp_path / "data"
-    root.mkdir()
-    settings = Settings(data_dir=root)
-    monkeypatch.setattr("archiver.conf.get", lambda: settings)
-    return root
-
-
 def test_pages_lists_every_page_or_only_the_failed_ones_with_their_errors(make_crawl):
     crawl = make_crawl()
     Snapshot.objects.create(crawl=crawl, url="https://example.com/", http_status=200)
@@ -72,27 +62,27 @@ def test_pages_lists_every_page_or_only_the_failed_ones_with_their_errors(make_c
     assert [(p["url"], p["error"]) for p in failed] == [("https://example.com/bad", "net::ERR_TIMED_OUT")]
 
 
-def test_files_lists_paths_sizes_and_checksums(make_crawl, data_dir):
+def test_files_lists_paths_sizes_and_checksums(make_crawl, conf_data_dir):
     crawl = make_crawl()
     CrawlFile.objects.create(crawl=crawl, path=f"archives/{crawl.id}/a.wacz", size=12, sha256="ab" * 32)
     (row,) = json.loads(run("files", crawl.id, "--json"))
     assert row == {"path": f"archives/{crawl.id}/a.wacz", "size": 12, "sha256": "ab" * 32,
-                   "full_path": str(data_dir / f"archives/{crawl.id}/a.wacz")}
+                   "full_path": str(conf_data_dir / f"archives/{crawl.id}/a.wacz")}
     assert "ab" * 32 in run("files", crawl.id)
 
 
-def test_delete_removes_a_finished_crawl_with_its_files(make_crawl, data_dir):
+def test_delete_removes_a_finished_crawl_with_its_files(make_crawl, conf_data_dir):
     crawl = make_crawl(finished_at=timezone.now())
     relative = f"archives/{crawl.id}/a.wacz"
-    (data_dir / relative).parent.mkdir(parents=True)
-    (data_dir / relative).write_bytes(b"wacz")
+    (conf_data_dir / relative).parent.mkdir(parents=True)
+    (conf_data_dir / relative).write_bytes(b"wacz")
     CrawlFile.objects.create(crawl=crawl, path=relative, size=4, sha256=hashlib.sha256(b"wacz").hexdigest())
     assert run("delete", crawl.id) == f"deleted crawl {crawl.short_id} and 1 file(s)\n"
-    assert not (data_dir / relative).exists()
+    assert not (conf_data_dir / relative).exists()
     assert not Crawl.objects.exists()
 
 
-def test_delete_refuses_an_active_crawl(make_crawl, data_dir):
+def test_delete_refuses_an_active_crawl(make_crawl, conf_data_dir):
     crawl = make_crawl(S.RUNNING)
     with pytest.raises(CommandError, match="it is running"):
         run("delete", crawl.id)

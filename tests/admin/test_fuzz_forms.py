@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from crawls import ssrf
 from crawls.models import Org
-from tests.test_fuzz_cli import BAD_URLS, FUZZ, JUNK_TEXT, PASSWORD, fingerprint, refuse_to_resolve
+from tests.fuzzing import BAD_URLS, FUZZ, JUNK_TEXT, PASSWORD, fingerprint, refuse_to_resolve
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("admin_settings")]
 

@@ -25,8 +25,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.admin.conftest import log_in, wait_until
-from tests.admin.test_browser import archived_crawl, wait_for_replayed_text
+from tests.admin.browsing import archived_crawl, log_in, wait_for_replayed_text, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import re
 import httpx
 
 from crawls.models import ApiToken, Crawl, CrawlFile, CrawlStatus
-from tests.api.conftest import http_client
+from tests.api.servers import http_client
 
 S = CrawlStatus
 

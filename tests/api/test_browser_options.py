@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from tests.api.conftest import database_file, empty_tables, gunicorn
+from tests.api.servers import database_file, empty_tables, gunicorn
 from tests.profile_tars import good_profile
 
 HTTP_ONLY = ("needs a browser crawler; the configured crawler archiver/crawler:0.1.0 fetches over "

@@ -12,7 +12,7 @@ import pytest
 from archiver.errors import ConfigError
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlFile, CrawlLog, CrawlStatus, Snapshot, SnapshotStatus
-from tests.api.conftest import ROOT
+from tests.api.servers import ROOT
 
 S = CrawlStatus
 

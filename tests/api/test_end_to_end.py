@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.conftest import gunicorn
+from tests.api.servers import gunicorn
+from tests.installation import Installation
 from tests.runner.helpers import slow_site
-from tests.runner.test_daemon_process import Installation
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from crawls.models import (
     WebhookDelivery,
     month_start,
 )
-from tests.api.conftest import RECEIVER, WEBHOOK_DOMAIN
+from tests.api.servers import RECEIVER, WEBHOOK_DOMAIN
 
 
 def test_orgs_list_with_quotas_and_usage(api_db, client, make_org, make_crawl):

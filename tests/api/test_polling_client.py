@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from tests.api.conftest import http_client
+from tests.api.servers import http_client
 
 
 class DroppingHandler(socketserver.BaseRequestHandler):

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tests.ports import free_port
 from tests.s3server import stop_process
 from tests.sitegen import Response, html, serve_site
 from tests.waiting import wait_for
@@ -61,12 +62,6 @@ COUNT_KEYS = ("trials", "crawls", "incomplete", "crawled_twice", "pages_twice", 
 # Extra counts the audit reports next to the required ones (also summed by bench/chaos.py).
 EXTRA_KEYS = ("files_missing", "pages_fetched_twice", "tracebacks")
 TRACEBACK = "Traceback (most recent call last)"
-
-
-def free_port() -> int:
-    with contextlib.closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- processes -------------------------------------------------------------------------

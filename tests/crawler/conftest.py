@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,9 +18,8 @@ import redis
 from archiver_crawler.cli import run_instance
 from archiver_crawler.config import parse_args
 
+from tests.crawler.running import ALLOW_LOOPBACK, CRAWLER, base_args
 from tests.sitegen import serve_site
-
-CRAWLER = str(Path(sys.executable).parent / "archiver-crawler")
 
 
 @pytest.fixture
@@ -66,18 +64,6 @@ class Collection:
     @property
     def log_text(self) -> str:
         return "".join(p.read_text() for p in sorted((self.dir / "logs").glob("*.log")))
-
-
-# The test sites are on 127.0.0.1, which the crawl address policy refuses unless allowed.
-ALLOW_LOOPBACK = "127.0.0.0/8"
-
-
-def base_args(url: str, redis_url: str, cwd: Path, *extra: str, crawl_id: str = "crawl1",
-              collection: str = "coll", allow: str | None = ALLOW_LOOPBACK) -> list[str]:
-    """The options every test crawl has; `allow=None` leaves the address policy's default."""
-    return ["--url", url, "--redisStoreUrl", redis_url, "--crawlId", crawl_id,
-            "--collection", collection, "--cwd", str(cwd), "--pageLoadTimeout", "5",
-            "--diskUtilization", "0", *(["--allowNetworks", allow] if allow else []), *extra]
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 import signal
 import zipfile
 
-from tests.crawler.test_output import wacz_validate
+from tests.crawler.wacz_check import wacz_validate
 from tests.sitegen import serve_site
 from tests.waiting import wait_for
 
@@ -173,7 +173,7 @@ def test_two_instances_never_exceed_the_page_limit(spawn, big_site, r):
 def test_the_health_check_port_answers_while_the_instance_runs(spawn, big_site, r):
     import urllib.request
 
-    from tests.sitegen import free_port
+    from tests.ports import free_port
 
     port = free_port()
     big_site.hold()  # the crawl cannot end before the probe
@@ -189,7 +189,7 @@ def test_python_dash_m_runs_the_same_entry_point(site, redis_url, tmp_path):
     import subprocess
     import sys
 
-    from tests.crawler.conftest import base_args
+    from tests.crawler.running import base_args
 
     done = subprocess.run([sys.executable, "-m", "archiver_crawler",
                            *base_args(site.url, redis_url, tmp_path), "--scopeType", "page"],

@@ -7,8 +7,9 @@ import signal
 import subprocess
 import time
 
-from tests.crawler.conftest import CRAWLER
-from tests.sitegen import free_port, serve_site
+from tests.crawler.running import CRAWLER
+from tests.ports import free_port
+from tests.sitegen import serve_site
 from tests.waiting import wait_for
 
 
@@ -102,7 +103,7 @@ def test_a_second_signal_exits_13_without_waiting_for_the_page_in_flight(spawn, 
 
 
 def test_losing_redis_during_the_crawl_exits_8(spawn, big_site, tmp_path):
-    from tests.conftest import start_redis
+    from tests.private_redis import start_redis
 
     (tmp_path / "redis").mkdir()
     server = start_redis(tmp_path / "redis")

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import zipfile
-from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
 
-WACZ = str(Path(sys.executable).parent / "wacz")
-
-
-def wacz_validate(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([WACZ, "validate", "-f", str(path)], capture_output=True, text=True)
+from tests.crawler.wacz_check import wacz_validate
 
 
 def warc_records(coll) -> list:

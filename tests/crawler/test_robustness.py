@@ -26,8 +26,8 @@ from archiver_crawler.output import PagesFile
 from archiver_crawler.state import CrawlState, Outcome, QueueEntry
 from archiver_crawler.warc import iso_now
 
-from tests.crawler.conftest import base_args
-from tests.sitegen import free_port
+from tests.crawler.running import base_args
+from tests.ports import free_port
 from tests.waiting import wait_for
 
 INSTANCE = "crawl-crawl1-0"
@@ -136,7 +136,7 @@ def test_restarts_on_error_keeps_the_exit_codes_so_the_runner_relaunches(tmp_pat
 
 
 def cli_path():
-    from tests.crawler.conftest import CRAWLER
+    from tests.crawler.running import CRAWLER
 
     return CRAWLER
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlStatus, Org
-
-NOW = dt.datetime(2026, 3, 15, 12, 0, tzinfo=dt.UTC)
+from tests.lifecycle.claiming import NOW
 
 
 @pytest.fixture
@@ -38,9 +35,3 @@ def make_crawl(org):
     return make
 
 
-def claim(crawl: Crawl, now: dt.datetime = NOW, owner: str = "runner-a") -> int:
-    """Claim `crawl` the way a runner does (made due at `now`); returns the lease token."""
-    Crawl.objects.filter(pk=crawl.pk).update(retry_at=now)
-    (won,) = Crawl.objects.filter(pk=crawl.pk).claim(owner, now, lease_seconds=30)
-    crawl.refresh_from_db()
-    return won.token

@@ -18,8 +18,7 @@ from crawls.admission import (
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlStatus, Org, OrgUsage, StopReason
 from crawls.quotas import admit_by_org, org_wait_reason, start_decision
-
-from .conftest import NOW
+from tests.lifecycle.claiming import NOW
 
 S = CrawlStatus
 GIB = 2**30

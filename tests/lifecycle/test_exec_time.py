@@ -14,8 +14,7 @@ from crawls.quotas import (
     month_parts,
     next_month,
 )
-
-from .conftest import NOW
+from tests.lifecycle.claiming import NOW
 
 S = CrawlStatus
 MARCH, APRIL = dt.date(2026, 3, 1), dt.date(2026, 4, 1)

@@ -6,8 +6,7 @@ import pytest
 
 from archiver.errors import NotAllowed
 from crawls.models import Crawl, CrawlEvent, CrawlStatus, Snapshot, SnapshotStatus
-
-from .conftest import NOW
+from tests.lifecycle.claiming import NOW
 
 S = CrawlStatus
 FAILED = SnapshotStatus.FAILED

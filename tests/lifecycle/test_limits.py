@@ -8,8 +8,7 @@ import pytest
 
 from crawls.models import Crawl, CrawlFile, CrawlStatus, Intent, Org, OrgUsage, StopReason
 from crawls.quotas import OrgUsageNow, stop_message
-
-from .conftest import NOW, claim
+from tests.lifecycle.claiming import NOW, claim
 
 S = CrawlStatus
 NO_USAGE = OrgUsageNow(bytes_stored=0)

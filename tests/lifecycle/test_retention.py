@@ -12,8 +12,7 @@ import pytest
 from archiver import conf
 from crawls.models import Crawl, CrawlFile, CrawlStatus, Org, Schedule
 from crawls.retention import purge_expired
-
-from .conftest import NOW
+from tests.lifecycle.claiming import NOW
 
 S = CrawlStatus
 OLD = NOW - dt.timedelta(days=31)

@@ -9,8 +9,7 @@ from django.core.management import CommandError, call_command
 
 from archiver.errors import NotAllowed
 from crawls.models import Crawl, CrawlMessage, CrawlStatus
-
-from .conftest import NOW
+from tests.lifecycle.claiming import NOW
 
 S = CrawlStatus
 

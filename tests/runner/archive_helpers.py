@@ -34,6 +34,29 @@ def warc_bytes(*urls: str, body: bytes = b"<html>hello</html>") -> bytes:
     return out.getvalue()
 
 
+def wacz_with_pages(*urls: str) -> bytes:
+    """A WACZ of only a page list (as the real crawler writes it) and a dummy WARC."""
+    lines = [json.dumps({"format": "json-pages-1.0", "id": "pages"})]
+    lines += [json.dumps({"url": url, "status": 200, "loadState": 4}) for url in urls]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wacz:
+        wacz.writestr("pages/pages.jsonl", "\n".join(lines) + "\n")
+        wacz.writestr("archive/rec-1.warc.gz", b"warc")
+    return buffer.getvalue()
+
+
+def wacz_of(urls: list[str]) -> bytes:
+    """A WACZ with a datapackage, a page list of `urls` and a 1,000-byte dummy WARC."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wacz:
+        wacz.writestr("datapackage.json", json.dumps({"profile": "data-package", "resources": []}))
+        lines = [{"format": "json-pages-1.0", "id": "pages"}]
+        lines += [{"url": url, "ts": "2030-01-01T12:00:00Z", "loadState": 4} for url in urls]
+        wacz.writestr("pages/pages.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
+        wacz.writestr("archive/data.warc.gz", b"w" * 1000)
+    return buffer.getvalue()
+
+
 def collection(data_dir: Path, crawl_id: str, instance: int = 0) -> Path:
     path = data_dir / "crawls" / crawl_id / str(instance) / "collections" / crawl_id
     path.mkdir(parents=True, exist_ok=True)

@@ -18,9 +18,8 @@ from runner.daemon import Runner
 from runner.launchers import LocalLauncher
 from runner.progress import ProgressStore
 from runner.redis_server import RedisEndpoint
-from runner.testing import FakeLauncher, MemoryStore
-
-T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
+from tests.fakes import FakeLauncher, MemoryStore
+from tests.runner.step_helpers import T0
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from crawls.models import CrawlFile, Snapshot
 from runner import archive
 from tests.bombs import newline_wacz
-from tests.runner.test_steps import end_instance, later, report
+from tests.runner.step_helpers import end_instance, later, report
 
 pytestmark = pytest.mark.django_db
 

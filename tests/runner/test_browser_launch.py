@@ -21,7 +21,7 @@ from crawls.profiles import add_profile, profile_path
 from runner.launchers import DockerLauncher, LaunchSpec, LocalLauncher
 from runner.redis_server import RedisEndpoint
 from tests.profile_tars import good_profile
-from tests.runner.conftest import T0
+from tests.runner.step_helpers import T0
 
 S = CrawlStatus
 OPTIONS = dict(behaviors=["autoscroll", "siteSpecific"], page_load_timeout=45, post_load_delay=2,

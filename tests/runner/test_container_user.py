@@ -25,8 +25,8 @@ from archiver.conf import Settings
 from crawls.lease import db_now
 from crawls.models import CrawlStatus
 from runner.launchers import DockerLauncher
+from tests.runner.engine_sockets import UnixForwarder
 from tests.runner.helpers import drive, is_final, our_containers
-from tests.runner.test_docker_crawls import UnixForwarder
 from tests.sitegen import serve_site
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

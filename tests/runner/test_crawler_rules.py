@@ -13,7 +13,8 @@ import pytest
 from crawls.models import Crawl, CrawlFile, CrawlStatus, ExitReason, Snapshot, SnapshotStatus
 from runner import archive
 from runner.launchers import hostname
-from tests.runner.test_steps import end_instance, keys, later, report
+from tests.runner.archive_helpers import wacz_with_pages
+from tests.runner.step_helpers import end_instance, keys, later, report
 
 S = CrawlStatus
 pytestmark = pytest.mark.django_db
@@ -34,16 +35,6 @@ def loaded(url: str, status: int = 200) -> str:
 
 def failed_entry(url: str) -> str:
     return json.dumps({"url": url, "depth": 0, "reason": "net::ERR_CONNECTION_RESET"})
-
-
-def wacz_with_pages(*urls: str) -> bytes:
-    lines = [json.dumps({"format": "json-pages-1.0", "id": "pages"})]
-    lines += [json.dumps({"url": url, "status": 200, "loadState": 4}) for url in urls]
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as wacz:
-        wacz.writestr("pages/pages.jsonl", "\n".join(lines) + "\n")
-        wacz.writestr("archive/rec-1.warc.gz", b"warc")
-    return buffer.getvalue()
 
 
 @pytest.mark.parametrize("order", ["failed first", "page record first", "same tick"])

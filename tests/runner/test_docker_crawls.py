@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
 import stat
-import threading
-from pathlib import Path
 
 import pytest
 
 from crawls.lease import db_now
 from crawls.models import CrawlStatus, ProcessStatus
 from runner.launchers import DockerLauncher
+from tests.runner.engine_sockets import UnixForwarder
 from tests.runner.helpers import drive, is_final, our_containers, sha256, status_of
 from tests.sitegen import serve_site
 
@@ -53,53 +50,6 @@ def test_a_crawl_in_a_container_completes_with_a_verified_wacz(
     assert process.launcher == "docker" and process.container_id
     assert our_containers(docker_client, docker_settings) == []
     assert store.client(1).dbsize() == 0
-
-
-class UnixForwarder:
-    """A Unix socket that forwards to the real Docker socket, and that can be turned off."""
-
-    def __init__(self, path: Path, target: str):
-        self.path, self.target = path, target
-        self.server: socket.socket | None = None
-        self.conns: list[socket.socket] = []
-
-    def on(self) -> None:
-        self.path.unlink(missing_ok=True)
-        self.server = socket.socket(socket.AF_UNIX)
-        self.server.bind(str(self.path))
-        self.server.listen(16)
-        threading.Thread(target=self._accept, args=(self.server,), daemon=True).start()
-
-    def off(self) -> None:
-        if self.server:
-            self.server.close()
-            self.server = None
-        for conn in self.conns:
-            conn.close()
-        self.conns.clear()
-        self.path.unlink(missing_ok=True)
-
-    def _accept(self, server: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = server.accept()
-            except OSError:
-                return
-            upstream = socket.socket(socket.AF_UNIX)
-            upstream.connect(self.target)
-            self.conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        # Either side may be closed under us when the forwarder is turned off: that ends the pipe.
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                sink.sendall(data)
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
 
 
 @pytest.fixture

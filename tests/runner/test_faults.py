@@ -6,8 +6,7 @@ import pytest
 
 from crawls.models import Crawl, CrawlFile, CrawlLog, CrawlStatus, ExitReason, Intent, ProcessStatus
 from runner import observe
-from tests.runner.conftest import T0
-from tests.runner.test_steps import end_instance, keys, later, report
+from tests.runner.step_helpers import T0, end_instance, keys, later, report
 
 S = CrawlStatus
 pytestmark = pytest.mark.django_db

@@ -21,7 +21,7 @@ from runner.daemon import Runner
 from runner.launchers import LocalLauncher
 from runner.progress import ProgressStore, crawl_password
 from runner.redis_server import RedisEndpoint, answers
-from tests.conftest import free_port
+from tests.ports import free_port
 from tests.runner.helpers import drive, is_final
 from tests.waiting import wait_for
 

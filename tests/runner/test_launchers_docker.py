@@ -3,50 +3,23 @@ inside a launch, and containers found again for a Process row that never recorde
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
 import stat
 import subprocess
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from archiver.errors import EngineUnavailable, ImageMissing
 from runner.launchers import CONFIG_NAME, DockerLauncher, LaunchSpec
 from runner.redis_server import RedisEndpoint, answers
-from tests.conftest import free_port
+from tests.ports import free_port
+from tests.runner.engine_sockets import HungEngine
 from tests.runner.helpers import our_containers, slow_site
 from tests.waiting import wait_for
 
 PASSWORD = "d0cker-pa55word"
-
-
-class HungEngine:
-    """A Unix socket that accepts every connection and never answers."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.server = socket.socket(socket.AF_UNIX)
-        self.server.bind(str(path))
-        self.server.listen(64)
-        self.conns: list[socket.socket] = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):  # closed by close()
-            while True:
-                self.conns.append(self.server.accept()[0])
-
-    def close(self) -> None:
-        self.server.close()
-        for conn in self.conns:
-            conn.close()
-        self.thread.join(timeout=5)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from django.core.management import call_command
 
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, Org, SnapshotStatus
-from tests.conftest import free_port
+from tests.ports import free_port
 from tests.runner.helpers import (
     assert_disjoint_archives,
     drive,

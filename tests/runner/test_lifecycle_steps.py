@@ -1,6 +1,6 @@
 """The lifecycle rules as the runner carries them out, one tick at a time.
 
-In-memory launcher and store (runner.testing), time pinned and stepped: schedules, the pause limit,
+In-memory launcher and store (tests/fakes.py), time pinned and stepped: schedules, the pause limit,
 stop/cancel of a paused crawl, a full disk, execution time across a month, live exclusions,
 scale, stalls, retention, and what is left in an instance's folder after its WACZ is kept.
 """
@@ -26,8 +26,7 @@ from crawls.models import (
 )
 from crawls.schedules import create_schedule
 from runner.launchers import hostname
-from tests.runner.conftest import T0
-from tests.runner.test_steps import end_instance, keys, later, report
+from tests.runner.step_helpers import T0, end_instance, keys, later, report
 
 S = CrawlStatus
 pytestmark = pytest.mark.django_db

@@ -16,7 +16,7 @@ from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, ExitReason, ProcessStatus, Snapshot
 from runner.launchers import LocalLauncher, crawler_command
 from runner.redis_server import RedisEndpoint, answers
-from tests.conftest import free_port
+from tests.ports import free_port
 from tests.runner.helpers import (
     assert_disjoint_archives,
     drive,

@@ -12,8 +12,7 @@ from crawls.models import Crawl, CrawlStatus, ExitReason, ProcessStatus, RunnerR
 from runner.daemon import RunnerBusy
 from runner.launchers import hostname
 from runner.steps import claim
-from tests.runner.conftest import T0
-from tests.runner.test_steps import end_instance, keys, later, report
+from tests.runner.step_helpers import T0, end_instance, keys, later, report
 
 S = CrawlStatus
 pytestmark = pytest.mark.django_db

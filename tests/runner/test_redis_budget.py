@@ -11,7 +11,7 @@ import redis
 from crawls.models import CrawlStatus, Intent, StopReason
 from runner.progress import ProgressStore
 from runner.redis_server import EmbeddedRedis
-from tests.runner.test_steps import end_instance, later, report
+from tests.runner.step_helpers import end_instance, later, report
 
 pytestmark = pytest.mark.django_db
 MiB = 1 << 20

@@ -18,7 +18,7 @@ import pytest
 
 from runner.progress import ProgressStore
 from runner.redis_server import EmbeddedRedis, RedisEndpoint, RedisWatch, answers
-from tests.conftest import start_redis
+from tests.private_redis import start_redis
 from tests.waiting import wait_for
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)

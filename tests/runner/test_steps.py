@@ -1,5 +1,5 @@
 """The runner's steps, one at a time, with the in-memory launcher and the in-memory store
-(runner.testing: no Redis server, no processes).
+(tests/fakes.py: no Redis server, no processes).
 
 Time is pinned: each test passes `now` to tick(); the crawler's side of the protocol is
 played by writing its keys into Redis and ending fake instances.
@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-import redis
 
 from crawls.models import (
     Crawl,
@@ -25,7 +24,7 @@ from crawls.models import (
 )
 from runner.daemon import RunnerBusy, acquire_runner_lock
 from runner.launchers import hostname
-from tests.runner.conftest import T0
+from tests.runner.step_helpers import T0, end_instance, keys, later, report
 
 S = CrawlStatus
 pytestmark = pytest.mark.django_db
@@ -34,45 +33,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def store(memory_store):
     return memory_store
-
-
-def later(seconds: float) -> dt.datetime:
-    return T0 + dt.timedelta(seconds=seconds)
-
-
-def keys(store, crawl: Crawl) -> redis.Redis:
-    crawl.refresh_from_db()
-    return store.client(crawl.redis_db)
-
-
-def report(store, crawl: Crawl, instance: int = 0, status: str = "running", done: int = 0,
-           found: int = 0, size: int = 0, pages=()) -> None:
-    """What a crawler instance writes while it works."""
-    r = keys(store, crawl)
-    host = hostname(crawl.pk, instance)
-    r.hset(f"{crawl.pk}:status", host, status)
-    r.hset(f"{crawl.pk}:size", host, size)
-    if done:
-        r.set(f"{crawl.pk}:d", done)
-    for i in range(found):
-        r.sadd(f"{crawl.pk}:s", f"http://site/{i}")
-    for url in pages:
-        r.lpush(f"{crawl.pk}:pages", f'{{"url": "{url}", "title": "t", "status": 200, "depth": 1}}')
-
-
-def end_instance(fake, store, crawl: Crawl, code: int, status: str | None, instance: int = 0,
-                 wacz: bytes | None = None) -> None:
-    """The instance writes its final status (and maybe its WACZ) and exits with `code`."""
-    if status:
-        keys(store, crawl).hset(f"{crawl.pk}:status", hostname(crawl.pk, instance), status)
-    ref = next(r for r, f in fake.instances.items()
-               if f.spec.crawl_id == crawl.pk and f.spec.instance == instance and f.running)
-    if wacz is not None:
-        spec = fake.instances[ref].spec
-        folder = spec.instance_dir / "collections" / crawl.pk
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{crawl.pk}.wacz").write_bytes(wacz)
-    fake.exit(ref, code, log="last words of the crawler")
 
 
 # --- claiming --------------------------------------------------------------------------

@@ -32,7 +32,9 @@ from runner.launchers import LaunchSpec, SwarmLauncher, hostname, install_id, ma
 from runner.launchers.engine import folder_user
 from runner.launchers.swarm import newest
 from runner.redis_server import RedisEndpoint
+from tests.installation import Installation
 from tests.profile_tars import good_profile
+from tests.runner.engine_sockets import HungEngine
 from tests.runner.helpers import (
     archived_bytes,
     assert_disjoint_archives,
@@ -45,8 +47,6 @@ from tests.runner.helpers import (
     sha256,
     slow_site,
 )
-from tests.runner.test_daemon_process import Installation
-from tests.runner.test_launchers_docker import HungEngine
 from tests.sitegen import serve_site
 
 S = CrawlStatus

@@ -9,16 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from archiver.conf import Settings
-from tests.s3server import (  # noqa: F401 - the storage tests import these from here
-    ACCESS_KEY,
-    SECRET_KEY,
-    MotoMissing,
-    MotoServer,
-    client_for,
-    new_bucket,
-    storage_env,
-)
+from tests.s3server import MotoMissing, MotoServer, client_for, new_bucket
 
 
 @pytest.fixture
@@ -52,9 +43,3 @@ def s3(s3_endpoint, bucket):
     client = client_for(s3_endpoint)
     yield client
     client.close()
-
-
-def storage_settings(data_dir: Path, endpoint: str, bucket: str, **more) -> Settings:
-    return Settings(data_dir=data_dir, launcher="local", poll_interval=0.2, lease_seconds=5,
-                    storage_url=f"s3://{bucket}/archiver", storage_endpoint=endpoint,
-                    storage_access_key=ACCESS_KEY, storage_secret_key=SECRET_KEY, **more)

@@ -17,7 +17,7 @@ from archiver_crawler.config import parse_args
 from archiver_crawler.errors import ConfigError, UploadFailed
 from archiver_crawler.upload import interpolate, report, store_from_env, upload
 
-from tests.storage.conftest import ACCESS_KEY, SECRET_KEY
+from tests.s3server import ACCESS_KEY, SECRET_KEY
 
 
 def contract(endpoint: str, bucket: str, webhook: str = "", **more) -> dict[str, str]:
@@ -107,7 +107,7 @@ def test_an_upload_can_be_reported_by_http_post(s3_endpoint, bucket, tmp_path):
 def test_a_failed_upload_names_the_key_and_no_secret(tmp_path):
     wacz = tmp_path / "c1.wacz"
     wacz.write_bytes(b"x")
-    from tests.conftest import free_port
+    from tests.ports import free_port
 
     store = store_from_env(contract(f"http://127.0.0.1:{free_port()}", "nowhere"))
     with pytest.raises(UploadFailed) as failed:

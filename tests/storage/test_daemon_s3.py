@@ -14,9 +14,9 @@ import pytest
 from archiver import conf
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlFile, Org
+from tests.installation import Installation
 from tests.runner.helpers import slow_site, wacz_pages
-from tests.runner.test_daemon_process import Installation
-from tests.storage.conftest import ACCESS_KEY, SECRET_KEY, storage_env
+from tests.s3server import ACCESS_KEY, SECRET_KEY, storage_env
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow

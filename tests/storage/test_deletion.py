@@ -14,8 +14,8 @@ from crawls.models import Crawl, CrawlFile, CrawlStatus, Org
 from crawls.retention import purge_expired
 from crawls.storage import object_store
 from runner import archive
-from tests.conftest import free_port
-from tests.storage.conftest import storage_settings
+from tests.ports import free_port
+from tests.s3server import storage_settings
 
 NOW = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
 pytestmark = pytest.mark.django_db

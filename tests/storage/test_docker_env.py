@@ -10,7 +10,7 @@ import pytest
 from runner import uploads
 from runner.launchers import DockerLauncher, LaunchSpec, install_id
 from runner.redis_server import RedisEndpoint
-from tests.storage.conftest import ACCESS_KEY, SECRET_KEY, storage_settings
+from tests.s3server import ACCESS_KEY, SECRET_KEY, storage_settings
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -23,23 +23,13 @@ from runner.progress import ProgressStore
 from runner.redis_server import RedisEndpoint
 from runner.state import Held, Runtime
 from runner.uploads import reports_key
-from tests.storage.conftest import storage_settings
+from tests.runner.archive_helpers import wacz_of
+from tests.s3server import storage_settings
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
 DB = 7
 URLS = [f"http://site.test/{i}" for i in range(5)]
 pytestmark = pytest.mark.django_db
-
-
-def wacz_of(urls: list[str]) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as wacz:
-        wacz.writestr("datapackage.json", json.dumps({"profile": "data-package", "resources": []}))
-        lines = [{"format": "json-pages-1.0", "id": "pages"}]
-        lines += [{"url": url, "ts": "2030-01-01T12:00:00Z", "loadState": 4} for url in urls]
-        wacz.writestr("pages/pages.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
-        wacz.writestr("archive/data.warc.gz", b"w" * 1000)
-    return buffer.getvalue()
 
 
 @pytest.fixture

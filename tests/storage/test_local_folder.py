@@ -16,8 +16,8 @@ import pytest
 from archiver.conf import from_environ
 from archiver.errors import ConfigError
 from crawls import storage
+from tests.installation import ROOT, Installation
 from tests.runner.helpers import wacz_pages
-from tests.runner.test_daemon_process import ROOT, Installation
 from tests.sitegen import serve_site
 
 FINAL = ("complete", "failed", "canceled", "stopped_by_user")

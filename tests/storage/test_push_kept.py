@@ -12,7 +12,7 @@ import pytest
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, Org
 from runner import archive, uploads
-from tests.storage.conftest import storage_settings
+from tests.s3server import storage_settings
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
 pytestmark = pytest.mark.django_db

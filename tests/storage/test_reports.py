@@ -19,8 +19,8 @@ from runner.launchers import LaunchSpec
 from runner.progress import ProgressStore
 from runner.redis_server import RedisEndpoint
 from runner.uploads import BadReport, parse_report, record_reports, reports_key
-from tests.conftest import free_port
-from tests.storage.conftest import ACCESS_KEY, SECRET_KEY, storage_settings
+from tests.ports import free_port
+from tests.s3server import ACCESS_KEY, SECRET_KEY, storage_settings
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
 DIGEST = "ab" * 32
@@ -194,7 +194,7 @@ def test_an_upload_nobody_reported_is_recorded_at_the_crawl_s_end_and_a_bad_one_
         runtime, crawl, s3, bucket):
     from crawls.models import Snapshot, SnapshotStatus
     from runner.keep import keep_leftovers
-    from tests.storage.test_handover import wacz_of
+    from tests.runner.archive_helpers import wacz_of
 
     Snapshot.objects.create(crawl=crawl, url="http://site/a", status=SnapshotStatus.DONE)
     data = wacz_of(["http://site/a"])
@@ -220,7 +220,7 @@ def test_the_pages_of_an_uploaded_session_are_named_after_its_object(runtime, cr
     # runner deletes it, and its pages get the name of the recorded object of the same SHA-256.
     from crawls.models import Process, Snapshot
     from runner.keep import keep_session
-    from tests.runner.test_crawler_rules import wacz_with_pages
+    from tests.runner.archive_helpers import wacz_with_pages
 
     process = Process.objects.create(crawl=crawl, instance=0, hostname=f"crawl-{crawl.pk}-0",
                                      launcher="local")

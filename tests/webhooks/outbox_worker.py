@@ -24,7 +24,7 @@ from crawls.config import CrawlConfig  # noqa: E402
 from crawls.lease import db_now  # noqa: E402
 from crawls.models import Crawl, Org, Webhook, WebhookDelivery  # noqa: E402
 from runner.webhooks import Deliverer, DeliveryPolicy, WebhookDispatcher  # noqa: E402
-from tests.webhooks.conftest import SECRET  # noqa: E402
+from tests.webhooks.receivers import SECRET  # noqa: E402
 
 
 def setup(url: str, crawls: str = "1") -> None:

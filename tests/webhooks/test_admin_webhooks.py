@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 
 from crawls.models import DeliveryStatus, Webhook, WebhookDelivery
-from tests.webhooks.conftest import SECRET
+from tests.webhooks.receivers import SECRET
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("admin_settings")]
 

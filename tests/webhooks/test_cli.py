@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from crawls.models import DeliveryStatus, Webhook, WebhookDelivery
-from tests.webhooks.conftest import SECRET, T0, Reply
+from tests.webhooks.receivers import SECRET, T0, Reply
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,7 +135,7 @@ def test_remove_deletes_the_webhook_and_an_unknown_id_is_an_error(make_hook):
 
 
 def test_deliveries_lists_failed_ones_and_replay_makes_them_pending(allowed, make_hook, make_crawl):
-    from tests.webhooks.test_delivery import drain
+    from tests.webhooks.delivering import drain
 
     make_hook(allowed.url())
     make_crawl()

@@ -52,7 +52,7 @@ def finish(process: subprocess.Popen, timeout: float = 60) -> None:
 
 
 def test_a_delivery_cut_short_by_kill_9_is_delivered_after_restart_with_the_same_event_id(env, receiver):
-    from tests.webhooks.conftest import Reply
+    from tests.webhooks.receivers import Reply
 
     run(env, "setup", receiver.url())
     receiver.then(Reply(hang=True))

@@ -17,7 +17,8 @@ from crawls.models import (
     WebhookDelivery,
 )
 from runner.webhooks import Deliverer, DeliveryPolicy, deliver_due_webhooks, retry_after, signature
-from tests.webhooks.conftest import SECRET, T0, RecordingTransport, Reply
+from tests.webhooks.delivering import drain, fast
+from tests.webhooks.receivers import SECRET, T0, RecordingTransport, Reply
 
 pytestmark = pytest.mark.django_db
 S = CrawlStatus
@@ -26,19 +27,6 @@ D = DeliveryStatus
 
 def at(seconds: float) -> dt.datetime:
     return T0 + dt.timedelta(seconds=seconds)
-
-
-def fast(**changes) -> Deliverer:
-    """Short timeouts, and jitter that is always the largest, so delays are exact."""
-    policy = DeliveryPolicy(**{"timeout": 1.0, **changes})
-    rng = random.Random()
-    rng.uniform = lambda low, high: high
-    return Deliverer(policy=policy, rng=rng)
-
-
-def drain(now: dt.datetime, deliverer: Deliverer | None = None) -> None:
-    while deliver_due_webhooks("test-runner", now, deliverer or fast()):
-        pass
 
 
 def run_to_completion(crawl: Crawl) -> None:
@@ -269,8 +257,8 @@ def test_a_redirect_is_not_followed_and_fails_the_delivery(allowed, make_hook, m
 
 
 def test_a_refused_connection_is_retried(allowed, make_hook, make_crawl, monkeypatch):
-    from tests.conftest import free_port
-    from tests.webhooks.conftest import allow
+    from tests.ports import free_port
+    from tests.webhooks.receivers import allow
 
     port = free_port()
     allow(monkeypatch, f"127.0.0.1:{port}")
@@ -416,7 +404,7 @@ def test_unique_event_ids_survive_the_payload(make_hook, make_crawl):
 
 
 def test_a_malformed_allow_setting_keeps_deliveries_pending_and_says_why(monkeypatch, make_hook, make_crawl):
-    from tests.webhooks.conftest import allow
+    from tests.webhooks.receivers import allow
 
     allow(monkeypatch, "127.0.0.1")  # no port
     make_hook("https://hooks.example.com/x")

@@ -12,7 +12,7 @@ import pytest
 from crawls.models import DeliveryStatus, WebhookDelivery
 from runner.webhooks import Deliverer, DeliveryPolicy, WebhookDispatcher
 from tests.waiting import wait_for
-from tests.webhooks.conftest import Reply
+from tests.webhooks.receivers import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

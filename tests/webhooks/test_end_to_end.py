@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.sitegen import serve_site
-from tests.webhooks.conftest import SECRET
+from tests.webhooks.receivers import SECRET
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 from crawls import ssrf
 from crawls.models import DeliveryStatus, WebhookDelivery
 from runner.webhooks import Deliverer, DeliveryPolicy, WebhookDispatcher, deliver_due_webhooks
-from tests.webhooks.conftest import T0, Receiver, Resolver, allow
+from tests.webhooks.receivers import T0, Receiver, Resolver, allow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,7 +21,7 @@ from archiver.errors import ConfigError, WebhookRefused
 from crawls import ssrf
 from crawls.models import DeliveryStatus, WebhookDelivery
 from runner.webhooks import Deliverer, deliver_due_webhooks
-from tests.webhooks.conftest import T0, RecordingTransport, Resolver, allow
+from tests.webhooks.receivers import T0, RecordingTransport, Resolver, allow
 
 PUBLIC_V4 = "93.184.215.14"
 PUBLIC_V6 = "2606:2800:21f:cb07:6820:80da:af6b:8b2c"

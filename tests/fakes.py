@@ -1,13 +1,16 @@
-"""In-memory stand-ins for unit tests, kept out of the production modules.
+"""In-memory stand-ins for the runner's launcher and progress store, for step tests.
 
-The integration tests use the real launchers and a real Redis; these only speed up tests
-of the daemon's decisions.
+They live under tests/, out of the installed package, so that no production module can
+import them and the package needs no fakeredis. The integration tests use the real
+launchers and a real Redis; these only speed up tests of the daemon's steps.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import fakeredis
 
 from archiver.errors import EngineUnavailable, LaunchError
 from runner.launchers.base import Instance, Launched, Launcher, LaunchSpec
@@ -96,11 +99,8 @@ class MemoryStore(ProgressStore):
     shared identity (the ACL rules are tested against a real server in test_redis_acl)."""
 
     def __init__(self, databases: int = 16):
-        import fakeredis  # a test dependency only
-
         super().__init__(RedisEndpoint(host="memory", port=0, databases=databases))
         self._server = fakeredis.FakeServer()
-        self._fakeredis = fakeredis
 
     @property
     def down(self) -> bool:
@@ -112,6 +112,6 @@ class MemoryStore(ProgressStore):
 
     def client(self, db: int):
         if db not in self._clients:
-            self._clients[db] = self._fakeredis.FakeRedis(server=self._server, db=db,
-                                                          decode_responses=True)
+            self._clients[db] = fakeredis.FakeRedis(server=self._server, db=db,
+                                                    decode_responses=True)
         return self._clients[db]

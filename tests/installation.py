@@ -1,0 +1,97 @@
+"""An installation of archiver run as real processes: a data dir of its own (its SQLite
+database and embedded Redis), `manage.py` commands against it, and the daemons started on it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from tests.runner.helpers import stop_processes_of
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Installation:
+    """A data dir, the commands run against it, and every daemon started on it."""
+
+    def __init__(self, data_dir: Path, launcher: str = "local"):
+        self.data_dir = data_dir
+        self.env = {**os.environ, "ARCHIVER_DATA_DIR": str(data_dir), "ARCHIVER_LAUNCHER": launcher,
+                    "ARCHIVER_POLL_INTERVAL": "0.2", "ARCHIVER_LEASE_SECONDS": "5",
+                    "PYTHONUNBUFFERED": "1"}
+        for name in ("ARCHIVER_REDIS_URL", "ARCHIVER_DATABASE_URL", "DJANGO_SETTINGS_MODULE"):
+            self.env.pop(name, None)
+        self.daemons: list[subprocess.Popen] = []
+        self.logs = []
+
+    def manage(self, *args: str) -> str:
+        result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    def start_daemon(self) -> subprocess.Popen:
+        log = open(self.data_dir / f"daemon-{len(self.daemons)}.log", "w")  # noqa: SIM115
+        self.logs.append(log)
+        daemon = subprocess.Popen([sys.executable, "manage.py", "run", "--daemon", "--no-live"],
+                                  cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.daemons.append(daemon)
+        return daemon
+
+    def query(self, sql: str, *params):
+        with sqlite3.connect(self.data_dir / "archiver.sqlite3", timeout=30) as db:
+            return db.execute(sql, params).fetchall()
+
+    def crawl(self, crawl_id: str) -> dict:
+        (row,) = self.query("SELECT status, pages_done, error, waiting_reason, size_bytes "
+                            "FROM crawls_crawl WHERE id = ?", crawl_id)
+        return dict(zip(("status", "pages_done", "error", "waiting_reason", "size_bytes"), row, strict=True))
+
+    def flag_raised(self, crawl_id: str, flag: str) -> bool:
+        """Whether the daemon has raised `flag` (paused, stopping, canceled) for the crawl's crawlers."""
+        ((db,),) = self.query("SELECT redis_db FROM crawls_crawl WHERE id = ?", crawl_id)
+        if db is None:
+            return False
+        state = json.loads((self.data_dir / "run" / "redis.json").read_text())
+        with redis.Redis(host="127.0.0.1", port=state["port"], password=state["password"], db=db,
+                         socket_timeout=10) as client:
+            return client.exists(f"{crawl_id}:{flag}") == 1
+
+    def files(self, crawl_id: str) -> list[tuple[Path, int]]:
+        rows = self.query("SELECT path, size FROM crawls_crawlfile WHERE crawl_id = ? ORDER BY id", crawl_id)
+        return [(self.data_dir / path, size) for path, size in rows]
+
+    def stop_daemon(self, daemon: subprocess.Popen) -> int:
+        daemon.send_signal(signal.SIGTERM)
+        return daemon.wait(timeout=30)
+
+    def wait(self, crawl_id: str, until, timeout: float = 120) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.crawl(crawl_id)
+            if until(state):
+                return state
+            time.sleep(0.2)
+        logs = "\n".join(p.read_text()[-3000:] for p in sorted(self.data_dir.glob("daemon-*.log")))
+        raise AssertionError(f"crawl {crawl_id} stuck at {self.crawl(crawl_id)}\n{logs}")
+
+    def clean_up(self) -> None:
+        for daemon in self.daemons:
+            if daemon.poll() is None:
+                daemon.send_signal(signal.SIGTERM)
+                try:
+                    daemon.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    daemon.kill()
+                    daemon.wait()
+        for log in self.logs:
+            log.close()
+        stop_processes_of(self.data_dir)  # the crawlers and the embedded Redis we started
