@@ -339,7 +339,7 @@ def test_stop_one_for_an_instance_above_the_scale_that_still_works_once():
     scaled_down = crawl(scale=1)
     assert decide.StopOne(1) in decide.command_actions(observed(scaled_down, "running", "running"), held())
     assert of_type(decide.command_actions(observed(scaled_down, "running", "running"),
-                                          held(flags={"stopone-1"})), decide.StopOne) == []
+                                          held(stopping_instances={1})), decide.StopOne) == []
     assert of_type(decide.command_actions(observed(scaled_down, "running", "done"), held()),
                    decide.StopOne) == []
     assert of_type(decide.command_actions(observed(crawl(scale=2), "running", "running"), held()),
