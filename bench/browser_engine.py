@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import resource
 import sys
@@ -57,14 +58,12 @@ async def sample(engine: BrowserEngine, peaks: dict, stop: asyncio.Event) -> Non
     while not stop.is_set():
         browser = engine.browser
         if browser is not None:
-            pss, rss = await asyncio.to_thread(lambda: (browser.memory_bytes(),
-                                                        browser.rss_bytes()))
+            pss = await asyncio.to_thread(browser.memory_bytes)
+            rss = await asyncio.to_thread(browser.rss_bytes)
             peaks["pss"], peaks["rss"] = max(peaks["pss"], pss), max(peaks["rss"], rss)
             peaks["cpu"] = max(peaks["cpu"], await asyncio.to_thread(browser_cpu, engine))
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 0.2)
-        except TimeoutError:
-            pass
 
 
 async def crawl(root: str, args, warc: WarcFile) -> dict:
