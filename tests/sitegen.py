@@ -212,12 +212,14 @@ def _handler(site: Site) -> type[BaseHTTPRequestHandler]:
 
 @contextmanager
 def serve_site(pages: int | None = None, slow_delay: float = 0.3,
-               latency: float = 0.0) -> Iterator[Site]:
-    """Serve the fixed site (or, with `pages`, also /gen/ with that many pages) until exit."""
+               latency: float = 0.0, extra: dict[str, Response] | None = None) -> Iterator[Site]:
+    """Serve the fixed site (or, with `pages`, also /gen/ with that many pages) until exit;
+    `extra` adds routes of a test's own (tests.jssite's pages, say)."""
     external_url = f"http://localhost:{free_port()}/external.html"
     routes = fixed_site(external_url, slow_delay)
     if pages:
         routes.update(generated_site(pages))
+    routes.update(extra or {})
     server = ThreadingHTTPServer(("127.0.0.1", 0), None)
     server.daemon_threads = True
     site = Site(server.server_address[1], external_url, routes, "/gen/" if pages else "/site/")

@@ -139,6 +139,26 @@ class WarcFile:
         self._emit(request)
         self._index.append(self._cdxj_line(ex, payload_digest, offset, length))
 
+    def write_resource(self, uri: str, content_type: str, body: bytes, date: datetime,
+                       extra_headers: list[tuple[str, str]] = ()) -> None:
+        """A `resource` record (a browser's `urn:text:`, `urn:view:`, `urn:pageinfo:` ...)."""
+        self._guard(self._write_resource, uri, content_type, body, date, list(extra_headers))
+
+    def _write_resource(self, uri: str, content_type: str, body: bytes, date: datetime,
+                        extra_headers: list[tuple[str, str]]) -> None:
+        digest = _sha1(body)
+        extra = "".join(f"{k}: {v}\r\n" for k, v in extra_headers)
+        head = (f"WARC/1.0\r\nWARC-Type: resource\r\nWARC-Record-ID: {_record_id()}\r\n"
+                f"WARC-Date: {warc_date(date)}\r\nWARC-Target-URI: {uri}\r\n{extra}"
+                f"WARC-Payload-Digest: {digest}\r\nWARC-Block-Digest: {digest}\r\n"
+                f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n")
+        offset, length = self._emit(head.encode("utf-8") + body + b"\r\n\r\n")
+        stamp = date.astimezone(UTC).strftime("%Y%m%d%H%M%S")
+        self._index.append(
+            f'{url_key(uri)} {stamp} {{"url": {json.dumps(uri)}, '
+            f'"mime": {json.dumps(content_type.split(";")[0].strip())}, "digest": "{digest}", '
+            f'"length": "{length}", "offset": "{offset}", "filename": "{self.name}"}}')
+
     def _emit(self, record: bytes) -> tuple[int, int]:
         """Append one record as a gzip member; returns its offset and compressed length."""
         member = zlib.compress(record, GZIP_LEVEL, wbits=31)

@@ -1,0 +1,46 @@
+"""A captured page as WARC records: its exchanges, then the records browsertrix-crawler adds.
+
+- request/response records for the page, each redirect hop and every resource it loaded
+  (the exchanges as archiver made them: headers as received, body as sent), except those
+  `seen` says the crawl already holds (requisites are archived once per crawl);
+- `urn:text:<url>`: the page's text (document.body.innerText), text/plain;
+- `urn:view:<url>`: the screenshot of the viewport, image/png, when one was taken;
+- `urn:pageinfo:<url>`: status, load state, every URL loaded with its status, MIME type
+  and resource type, and counts (resources, fetched, refused, failed, JavaScript errors).
+Each resource record carries the page's id as WARC-Page-ID.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from archiver_crawler.browser.capture import PageCapture
+from archiver_crawler.warc import WarcFile, warc_date
+
+
+def write_capture(warc: WarcFile, capture: PageCapture, page_id: str,
+                  seen: Callable[[str], bool] = lambda url: False) -> int:
+    """Write `capture`'s records; the number of exchanges written. `seen(url)` is asked for
+    each resource other than the page's own documents (True: the crawl has it already)."""
+    documents = {id(r) for r in capture.documents()}
+    written = 0
+    for resource in capture.resources:
+        if resource.exchange is None:
+            continue
+        if id(resource) not in documents and seen(resource.url):
+            continue
+        warc.write(resource.exchange)
+        written += 1
+    ts = warc_date(capture.ts)
+    page = [("WARC-Page-ID", page_id)]
+    if capture.load_state >= 3:
+        warc.write_resource(f"urn:text:{capture.url}", "text/plain; charset=utf-8",
+                            capture.text.encode("utf-8"), capture.ts, page)
+    if capture.screenshot:
+        warc.write_resource(f"urn:view:{capture.url}", "image/png", capture.screenshot,
+                            capture.ts, page)
+    warc.write_resource(f"urn:pageinfo:{capture.url}", "application/json",
+                        json.dumps(capture.page_info(page_id, ts)).encode("utf-8"),
+                        capture.ts, [*page, ("WARC-Resource-Type", "pageinfo")])
+    return written
