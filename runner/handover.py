@@ -18,8 +18,8 @@ So, once per adoption:
 
 What is lost with the host is thus crawled again, and what a live orphan archived is not.
 Left: an orphan that stays silent past the wait (a partition, not a death) and uploads
-later has its pages crawled twice (its upload is recorded at the crawl's end); a page whose record a runner popped from `:pages` and
-died before storing has no Snapshot and is not requeued.
+later has its pages crawled twice (its upload is recorded at the crawl's end). A page record the dead runner had read but
+not stored is still in `:pages` (records are let go only once stored), so it is stored here.
 """
 
 from __future__ import annotations

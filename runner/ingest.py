@@ -28,21 +28,26 @@ def ingest_read(rt: Runtime, crawl: Crawl, progress: Progress, now: dt.datetime)
     """What this tick's read found, then up to MAX_DRAIN_BATCHES more batches when there was
     more; the entries of `<id>:f` stored as failed so far (where the next read goes on)."""
     ingest(crawl, progress.pages, progress.errors, now, progress.failed_pages)
+    rt.store.let_go(crawl.redis_db, crawl.pk, progress.pages_taken)
     more, batches = progress.more, 0
     while more and batches < MAX_DRAIN_BATCHES:
-        pages, errors = rt.store.drain(crawl.redis_db, crawl.pk)
-        ingest(crawl, pages, errors, now)
-        more, batches = bool(pages or errors), batches + 1
+        more, batches = drain_once(rt, crawl, now), batches + 1
     return progress.failed
+
+
+def drain_once(rt: Runtime, crawl: Crawl, now: dt.datetime) -> bool:
+    """One batch of page records and error lines stored, then let go; whether there was any."""
+    pages, errors, taken = rt.store.drain(crawl.redis_db, crawl.pk)
+    ingest(crawl, pages, errors, now)
+    rt.store.let_go(crawl.redis_db, crawl.pk, taken)
+    return bool(taken or errors)
 
 
 def drain_rest(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
     """Every page record and error line still in Redis (before a session's pages are named)."""
     for _ in range(READ_REST_BATCHES):
-        pages, errors = rt.store.drain(crawl.redis_db, crawl.pk)
-        if not pages and not errors:
+        if not drain_once(rt, crawl, now):
             return
-        ingest(crawl, pages, errors, now)
 
 
 def drain_held(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
@@ -61,6 +66,7 @@ def read_rest(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
     for _ in range(READ_REST_BATCHES):
         progress = rt.store.read(crawl.redis_db, crawl.pk, failed_offset=failed_offset(crawl, held))
         ingest(crawl, progress.pages, progress.errors, now, progress.failed_pages)
+        rt.store.let_go(crawl.redis_db, crawl.pk, progress.pages_taken)
         held.failed_read = progress.failed
         values = progress_values(crawl, progress, files_bytes(crawl))
         changed = {k: v for k, v in values.items() if getattr(crawl, k) != v}

@@ -74,6 +74,7 @@ class Progress:
     pages: list[dict] = field(default_factory=list)
     errors: list[dict] = field(default_factory=list)
     more: bool = False  # a batch was full: more pages or errors are waiting
+    pages_taken: int = 0  # raw :pages lines read, to be let go (ProgressStore.let_go) once stored
 
 
 class ProgressStore:
@@ -125,10 +126,10 @@ class ProgressStore:
         pipe.lrange(f"{k}:f", failed_offset, failed_offset + batch - 1)
         pipe.hgetall(f"{k}:size")
         pipe.hgetall(f"{k}:status")
-        pipe.rpop(f"{k}:pages", batch)
+        pipe.lrange(f"{k}:pages", -batch, -1)
         pipe.rpop(f"{k}:e", batch)
         keys = [f"{k}:{name}" for name, _ in READ_KEYS]
-        return self._run(db, pipe, keys, [kind for _, kind in READ_KEYS], popped=(7, 8),
+        return self._run(db, pipe, keys, [kind for _, kind in READ_KEYS], popped=(8,),
                          parse=lambda results: _progress(crawl_id, failed_offset, batch, *results))
 
     def memory(self, db: int, sample: int = MEMORY_SAMPLE) -> int:
@@ -146,15 +147,29 @@ class ProgressStore:
         used = sum(size or 0 for size in pipe.execute())  # a key gone meanwhile counts 0
         return used * max(count, len(names)) // len(names)
 
-    def drain(self, db: int, crawl_id: str, batch: int = DRAIN_BATCH) -> tuple[list[dict], list[dict]]:
-        """One more batch of pages and error lines (RPOP: oldest first)."""
+    def drain(self, db: int, crawl_id: str, batch: int = DRAIN_BATCH) -> tuple[list[dict], list[dict], int]:
+        """One more batch of pages (read, oldest first, not removed) and error lines (popped),
+        and how many raw page lines were read, for let_go()."""
         pipe = self.client(db).pipeline(transaction=False)
-        pipe.rpop(f"{crawl_id}:pages", batch)
+        pipe.lrange(f"{crawl_id}:pages", -batch, -1)
         pipe.rpop(f"{crawl_id}:e", batch)
         return self._run(db, pipe, [f"{crawl_id}:pages", f"{crawl_id}:e"], ["list", "list"],
-                         popped=(0, 1), parse=lambda results: (
-                             _parse_lines(results[0] or [], crawl_id, "page"),
-                             _parse_lines(results[1] or [], crawl_id, "error line")))
+                         popped=(1,), parse=lambda results: (
+                             _parse_lines(_oldest_first(results[0]), crawl_id, "page"),
+                             _parse_lines(results[1] or [], crawl_id, "error line"),
+                             len(results[0] or [])))
+
+    def let_go(self, db: int, crawl_id: str, taken: int) -> None:
+        """Remove the `taken` oldest page lines, once what they say is in the database.
+
+        Page records are read without removing them and let go only after they are stored,
+        so a runner killed between the two leaves them for the next reader (which stores them
+        again: storing is by URL, the same record twice changes nothing). Without this a
+        runner that died mid-tick lost the pages it had popped, and with its host gone no
+        archive and no row knew them. Crawlers only push at the head and only the crawl's
+        lease holder reads, so the `taken` at the tail are the ones read."""
+        if taken:
+            self.client(db).ltrim(f"{crawl_id}:pages", 0, -(taken + 1))
 
     def statuses(self, db: int, crawl_id: str) -> dict[str, str]:
         pipe = self.client(db).pipeline(transaction=False)
@@ -173,7 +188,8 @@ class ProgressStore:
         """Run `pipe` (one command per key, of the `expected` types) and `parse` its results.
         Connection errors raise as they are; a key of the wrong type or a value `parse`
         refuses raises ProgressCorrupt. Before anything raises, what the pipeline popped
-        (the `popped` indexes) is pushed back, so no page is lost to a bad counter."""
+        (the `popped` indexes: error lines; page lines are only read) is pushed back, so
+        nothing is lost to a bad counter."""
         results = pipe.execute(raise_on_error=False)
         try:
             for key, kind, result in zip(keys, expected, results, strict=True):
@@ -346,10 +362,16 @@ def _progress(crawl_id: str, failed_offset: int, batch: int, done, seen, extra, 
         failed_pages=_parse_lines(failed, crawl_id, "failed page"),
         size=_total_size(f"{k}:size", sizes),
         statuses=statuses,
-        pages=_parse_lines(pages, crawl_id, "page"),
+        pages=_parse_lines(_oldest_first(pages), crawl_id, "page"),
         errors=_parse_lines(errors, crawl_id, "error line"),
         more=len(pages) == batch or len(errors) == batch or len(failed) == batch,
+        pages_taken=len(pages),
     )
+
+
+def _oldest_first(lines: list[str] | None) -> list[str]:
+    """LRANGE's slice of a list crawlers LPUSH onto, reversed: the oldest first, as RPOP gives them."""
+    return list(reversed(lines or []))
 
 
 def _count(key: str, raw: str | None) -> int:

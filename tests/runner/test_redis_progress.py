@@ -41,6 +41,22 @@ def test_progress_is_read_from_the_crawl_keys(store, r):
     assert [p["id"] for p in progress.pages] == ["p1", "p2"]  # oldest first
 
 
+def test_pages_read_stay_in_redis_until_let_go_so_a_reader_killed_before_storing_loses_none(store, r):
+    r.lpush(f"{CRAWL}:pages", page(1), page(2), page(3))
+
+    first = store.read(DB, CRAWL, batch=2)  # a runner killed -9 after this read stored nothing
+    again = store.read(DB, CRAWL, batch=2)  # the next reader (its restart, or the adopter)
+
+    assert [p["id"] for p in first.pages] == [p["id"] for p in again.pages] == ["p1", "p2"]
+    r.lpush(f"{CRAWL}:pages", page(4))  # a crawler reports meanwhile, at the head
+    store.let_go(DB, CRAWL, again.pages_taken)
+    assert [json.loads(line)["id"] for line in r.lrange(f"{CRAWL}:pages", 0, -1)] == ["p4", "p3"]
+    pages, _errors, taken = store.drain(DB, CRAWL)
+    assert ([p["id"] for p in pages], taken) == (["p3", "p4"], 2)
+    store.let_go(DB, CRAWL, taken)
+    assert r.llen(f"{CRAWL}:pages") == 0
+
+
 def test_a_counter_that_is_not_a_number_names_the_key_and_its_value(store, r):
     r.set(f"{CRAWL}:d", "abc")
 
