@@ -135,7 +135,9 @@ def test_the_daemon_restarts_its_embedded_redis_when_it_dies_and_the_crawl_ends_
 
 
 def test_sighup_stops_the_daemon_cleanly_and_hands_its_leases_back(installation):
-    with slow_site(pages=30, delay=0.2) as site:
+    # Slow enough that the crawler is still at work however long a loaded machine takes to
+    # stop the daemon (30 pages of 0.2 s ended before a SIGHUP'd daemon under load exited).
+    with slow_site(pages=100, delay=1.0) as site:
         daemon = installation.start_daemon()
         crawl_id = installation.manage("add", site.url).strip()
         installation.wait(crawl_id, lambda c: c["pages_done"] >= 1, timeout=30)
