@@ -117,4 +117,17 @@ if [ -z "${ARCHIVER_CRAWL_ALLOW_NETWORKS:-}" ]; then
     say "a site on this host (e.g. http://127.0.0.1:8001/) is refused unless its network is opened: start with ARCHIVER_CRAWL_ALLOW_NETWORKS=127.0.0.1/32 bash scripts/start.sh (README: A first crawl)"
 fi
 
-"$ARCHIVER" run --daemon
+# The daemon runs as a child we wait for, not in the foreground: a TERM or HUP sent to this
+# script alone (a service manager, `kill PID`) would otherwise leave it running, holding its
+# leases and the embedded Redis. The signal is passed on, and we wait for the daemon to end
+# its tick and hand its crawls back; Ctrl-C reaches the whole process group.
+"$ARCHIVER" run --daemon &
+DAEMON=$!
+trap 'kill -TERM "$DAEMON" 2>/dev/null' TERM HUP INT
+status=0
+wait "$DAEMON" || status=$?
+while kill -0 "$DAEMON" 2>/dev/null; do  # a trapped signal ends `wait` early
+    status=0
+    wait "$DAEMON" || status=$?
+done
+exit "$status"

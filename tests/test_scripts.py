@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.ports import free_port
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 LIB = REPO / "scripts" / "lib" / "python.sh"
@@ -229,3 +231,42 @@ def test_start_serves_the_replay_origin_and_stops_when_its_port_is_taken(checkou
     started = start(checkout, free_port("127.0.0.1"))
     assert started.returncode == 0, started.stderr
     assert "[start] replay: http://127.0.0.2:" in started.stderr
+
+
+def test_a_terminated_start_stops_its_daemon_and_servers_instead_of_orphaning_them(checkout):
+    # A service manager or `kill PID` stops the script, not its foreground child: the daemon
+    # once lived on, holding its leases and the embedded Redis, with nobody to stop it.
+    calls = checkout / "archiver-calls"
+    executable(checkout / ".venv" / "bin" / "archiver", f"""echo "$*" >> {calls}
+if [ "$1" = run ]; then
+    echo $$ > {checkout / "daemon.pid"}
+    trap 'echo "daemon stopped by TERM" >> {calls}; exit 0' TERM
+    while :; do sleep 0.1; done
+fi""")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("ARCHIVER_", "DJANGO_"))}
+    environ.update(ARCHIVER_PORT=str(free_port("127.0.0.1")), ARCHIVER_DATA_DIR=str(checkout / "data"),
+                   PYTHONPATH=str(REPO), ARCHIVER_REPLAY_URL=f"http://127.0.0.2:{free_port('127.0.0.2')}")
+    script = subprocess.Popen([BASH, str(checkout / "scripts" / "start.sh")], env=environ,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: "run --daemon" in archiver_calls(checkout), 60, 0.1, "the daemon started")
+        servers = [int((checkout / "data" / "run" / name).read_text()) for name in ("gunicorn.pid", "replay.pid")]
+        script.terminate()
+        assert script.wait(timeout=30) == 0  # the daemon stopped cleanly, and so did the script
+        assert "daemon stopped by TERM" in archiver_calls(checkout)
+        wait_for(lambda: not any(alive(pid) for pid in servers), 30, 0.1, "the servers stopped")
+    finally:
+        if script.poll() is None:
+            script.kill()
+            script.wait()
+        daemon = checkout / "daemon.pid"
+        if daemon.exists() and alive(int(daemon.read_text())):
+            os.kill(int(daemon.read_text()), signal.SIGKILL)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
