@@ -2,7 +2,7 @@
 collection (replay.json, archives with Range, a public link that reaches nothing else), the
 multi-WACZ download (layout, hashes, Range) and `/web/` resolution.
 
-The API's org isolation: tests/api/test_collections.py. A real crawl's WACZs replayed in
+The API's org isolation: tests/test_api_collections.py. A real crawl's WACZs replayed in
 Chromium are not tested yet (see the branch's report).
 """
 

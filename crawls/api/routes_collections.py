@@ -4,6 +4,7 @@ only its org's collections, and only its org's crawls: anything else is "not fou
 from __future__ import annotations
 
 from ninja import Router, Schema
+from ninja.responses import Status
 from pydantic import Field
 
 from archiver.errors import NotAllowed
@@ -82,7 +83,7 @@ def create_collection(request, body: CollectionIn):
     if org is None:
         raise not_found(f"no org {slug!r}")
     collection = actions.create_collection(org, body.name, body.description)
-    return 201, {"message": f"created collection {collection.name!r}", "collection": out(collection)}
+    return Status(201, {"message": f"created collection {collection.name!r}", "collection": out(collection)})
 
 
 @router.get("/collections/{int:collection_id}", response={200: CollectionOut, **ERRORS}, summary="A collection")
