@@ -86,12 +86,16 @@ def page_entry(snapshot) -> dict:
 @collection_granted
 def replay_json(request, token: str, collection: Collection):
     """Every member archive for ReplayWeb.page to load as one (its multi-WACZ json source)."""
-    resources = [{"name": file_name(f), "path": replay_views.file_url(token, f), "hash": f"sha256:{f.sha256}",
+    # ReplayWeb.page keys a package's WACZs by name, and two crawls may name theirs alike.
+    resources = [{"name": f"{f.crawl_id}-{file_name(f)}", "path": replay_views.file_url(token, f), "hash": f"sha256:{f.sha256}",
                   "size": f.size, "crawlId": f.crawl_id} for f in collection.files()]
     pages = wayback.Snapshot.objects.filter(crawl__collections=collection, captured_at__isnull=False,
                                             status=wayback.SnapshotStatus.DONE)
     initial = [page_entry(s) for s in pages.order_by("crawl_id", "pk")[:INITIAL_PAGES]]
-    return JsonResponse({"resources": resources, "initialPages": initial}, headers={"Cache-Control": "no-store"})
+    # Without the profile ReplayWeb.page reads the json as one WACZ's datapackage: only the
+    # first resource would replay.
+    return JsonResponse({"profile": "multi-wacz-package", "resources": resources, "initialPages": initial},
+                        headers={"Cache-Control": "no-store"})
 
 
 @collection_granted

@@ -112,6 +112,6 @@ class Collection(models.Model):
         return CrawlFile.objects.filter(crawl__collections=self).order_by("crawl_id", "created_at", "pk")
 
     def summary(self) -> dict:
-        return {"name": self.name, "slug": self.slug, "org": self.org.slug, "description": self.description,
+        return {"id": self.pk, "name": self.name, "slug": self.slug, "org": self.org.slug, "description": self.description,
                 "crawls": sorted(self.crawls.values_list("id", flat=True)),
                 "created_at": self.created_at.isoformat(), "public_link": self.link_hash is not None}
