@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import path, re_path
 from django.views.generic import RedirectView
 
+from crawls.admin import collections as collections_admin
 from crawls.api.app import api, unknown_endpoint
 
 admin.site.site_header = "archiver"
@@ -13,4 +14,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     re_path(r"^api/v1/(?P<rest>.*)$", unknown_endpoint),
+    # Wayback-style addresses for staff (crawls/wayback.py): they open the crawl's Replay page.
+    path("web/<str:stamp>/<path:url>", admin.site.admin_view(collections_admin.web)),
 ]

@@ -26,14 +26,17 @@ from archiver.errors import ActionRefused, ConfigError, NotAllowed
 from crawls import wake
 from crawls.config import MAX_REGEXES, MAX_TAGS, CrawlConfig, check_regex, clean_tags, shown
 from crawls.lease import db_now
-from crawls.models import MAX_SCALE, Crawl, CrawlStatus, Org, WebhookDelivery
+from crawls.models import MAX_SCALE, Collection, Crawl, CrawlStatus, Org, WebhookDelivery
 from crawls.retention import delete_all_files
 from crawls.storage import StorageError
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "ActionRefused", "Done", "add", "add_exclusion", "cancel", "check_tags", "delete", "edit",
+    "ActionRefused", "Done", "add", "add_exclusion", "add_to_collection", "cancel", "check_tags",
+    "close_collection_link", "create_collection", "delete", "delete_collection",
+    "describe_collection", "edit",
+    "find_collection", "open_collection_link", "remove_from_collection",
     "one_nudge", "pause", "remove_exclusion", "replay_delivery", "resume", "retry",
     "retry_failed_pages", "scale", "stop",
 ]
@@ -268,3 +271,58 @@ def replay_delivery(delivery: WebhookDelivery, now: dt.datetime | None = None) -
         delivery.replay(now or db_now())
     nudge()
     return f"delivery {delivery.pk} is pending again"
+
+
+# --- collections (issue 24) ------------------------------------------------------------------------
+
+
+def find_collection(collections, name: str) -> Collection:
+    """The collection named `name` (or with that slug) among `collections`, those a caller
+    may see; refused (invalid) when there is none."""
+    found = collections.select_related("org").filter(name=name).first() or \
+        collections.select_related("org").filter(slug=name).first()
+    if found is None:
+        raise ActionRefused(f"no collection {name!r}", ActionRefused.INVALID,
+                            advice="see `archiver collection list`")
+    return found
+
+
+def create_collection(org: Org, name: str, description: str = "", now: dt.datetime | None = None) -> Collection:
+    with refused(ActionRefused.INVALID):
+        return Collection.create(org, name, description, now=now or db_now())
+
+
+def describe_collection(collection: Collection, description: str) -> str:
+    collection.describe(description)
+    return f"collection {collection.name!r}: description changed"
+
+
+def add_to_collection(collection: Collection, crawls: list[Crawl]) -> str:
+    """Add crawls of the collection's org (a crawl may be in several collections)."""
+    with refused(ActionRefused.INVALID):
+        added = collection.add_crawls(crawls)
+    return f"collection {collection.name!r}: added {added} crawl(s)"
+
+
+def remove_from_collection(collection: Collection, crawls: list[Crawl]) -> str:
+    with refused(ActionRefused.INVALID):
+        removed = collection.remove_crawls(crawls)
+    return f"collection {collection.name!r}: removed {removed} crawl(s)"
+
+
+def delete_collection(collection: Collection) -> str:
+    """The collection goes, with its public link; its crawls and their files stay."""
+    collection.delete()
+    return f"deleted collection {collection.name!r} (its crawls stay)"
+
+
+def open_collection_link(collection: Collection, now: dt.datetime | None = None) -> str:
+    """A new public link's secret, which exists only in the return value; any older link of
+    the collection stops working."""
+    return collection.open_link(now or db_now())
+
+
+def close_collection_link(collection: Collection) -> str:
+    with refused():
+        collection.close_link()
+    return f"collection {collection.name!r}: public link revoked"

@@ -53,3 +53,19 @@ def crawl_of(capability: str, now: float) -> str:
     if expires <= now:
         raise Refused("this replay capability has expired: open Replay in the admin again")
     return crawl_id
+
+
+COLLECTION = "col-"  # a collection's subject: never a crawl id, which is hexadecimal
+
+
+def mint_collection(collection_pk: int, now: float, lifetime: int = LIFETIME) -> str:
+    """A capability to replay one collection (its members' archives) until now + lifetime."""
+    return mint(f"{COLLECTION}{collection_pk}", now, lifetime)
+
+
+def collection_of(capability: str, now: float) -> int:
+    """The collection a valid collection capability grants; Refused otherwise."""
+    subject = crawl_of(capability, now)
+    if not subject.startswith(COLLECTION) or not subject[len(COLLECTION):].isdigit():
+        raise Refused("this replay capability is not for a collection")
+    return int(subject[len(COLLECTION):])

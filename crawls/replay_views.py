@@ -58,7 +58,8 @@ def page(request, token: str, crawl: Crawl):
     if not files:
         raise Http404("this crawl has no archive files yet")
     source = file_url(token, files[0]) if len(files) == 1 else f"{base(token)}replay.json"
-    context = {"source": source, "url": request.GET.get("url") or (crawl.seeds[0] if crawl.seeds else "")}
+    context = {"source": source, "url": request.GET.get("url") or (crawl.seeds[0] if crawl.seeds else ""),
+               "ts": request.GET.get("ts", "")}
     return TemplateResponse(request, "replay/page.html", context)
 
 

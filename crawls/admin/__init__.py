@@ -7,7 +7,14 @@ Django's autodiscover imports this package: importing it registers every ModelAd
 
 from django.contrib import admin
 
-from crawls.admin import crawl, org, schedules, tokens, webhooks  # noqa: F401  the registrations
+from crawls.admin import (  # noqa: F401  the registrations
+    collections,  # noqa: F401, I001  the registration (issue 24)
+    crawl,
+    org,
+    schedules,
+    tokens,
+    webhooks,
+)
 from crawls.admin.login import RateLimitedLoginForm
 
 admin.site.login_form = RateLimitedLoginForm  # failed log-ins are limited per address and user

@@ -257,7 +257,7 @@ def replay(modeladmin, request, pk: str):
     if not crawl.files.exists():
         raise Http404("this crawl has no archive files yet")
     token = capability.mint(crawl.id, time.time())
-    query = urlencode({"url": request.GET["url"]}) if request.GET.get("url") else ""
+    query = urlencode({key: request.GET[key] for key in ("url", "ts") if request.GET.get(key)})
     context = {
         **modeladmin.admin_site.each_context(request), "opts": Crawl._meta, "crawl": crawl,
         "title": f"Replay of crawl {crawl.short_id}",

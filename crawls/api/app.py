@@ -6,7 +6,14 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 
-from crawls.api import routes_crawls, routes_files, routes_orgs, routes_schedules, routes_webhooks
+from crawls.api import (
+    routes_collections,
+    routes_crawls,
+    routes_files,
+    routes_orgs,
+    routes_schedules,
+    routes_webhooks,
+)
 from crawls.api.auth import StaffSession, TokenAuth
 from crawls.api.errors import install_handlers
 
@@ -23,6 +30,7 @@ api = NinjaAPI(
 install_handlers(api)
 for module in (routes_crawls, routes_files, routes_orgs, routes_schedules, routes_webhooks):
     api.add_router("/", module.router)
+api.add_router("/", routes_collections.router)
 
 
 @csrf_exempt  # it changes nothing, and its answer must be JSON for every method

@@ -56,3 +56,7 @@ __all__ = [
     "elapsed_with_uncounted", "first_text", "month_start", "new_id", "page_loaded",
     "storage_in_progress",
 ]
+
+from crawls.models.collections import Collection  # noqa: E402  (issue 24)
+
+__all__ += ["Collection"]

@@ -18,6 +18,9 @@ class CrawlFile(models.Model):
     )
     size = models.PositiveBigIntegerField()
     sha256 = models.CharField(max_length=64)
+    crc32 = models.PositiveBigIntegerField(
+        null=True, blank=True, editable=False,
+        help_text="CRC-32 of its bytes, computed once for the collection download's zip layout.")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -28,6 +31,11 @@ class CrawlFile(models.Model):
 
     def summary(self) -> dict:
         return {"path": self.path, "size": self.size, "sha256": self.sha256}
+
+    def remember_crc32(self, value: int) -> None:
+        """Keep the CRC-32 read once from the file: the same bytes always have the same one."""
+        CrawlFile.objects.filter(pk=self.pk, crc32__isnull=True).update(crc32=value)
+        self.crc32 = value
 
 
 class CrawlLog(models.Model):

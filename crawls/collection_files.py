@@ -1,0 +1,80 @@
+"""A collection's files as one: its multi-WACZ download (crawls/multiwacz.py) and the
+resources of its replay.json, for the admin, the API and the replay origin alike."""
+
+from __future__ import annotations
+
+import zlib
+
+from django.http import Http404, HttpResponse, StreamingHttpResponse
+
+from archiver import conf
+from crawls import storage
+from crawls.downloads import byte_range, file_name, never_rendered, open_archive, read_span
+from crawls.models import Collection, CrawlFile
+from crawls.multiwacz import Member, Package, datapackage, in_memory
+
+ZIP_TYPE = "application/zip"
+
+
+def reader(crawl_file: CrawlFile):
+    """read(first, last) of a kept file, opened anew for each span (on disk or in its bucket)."""
+    settings = conf.get()
+    if storage.is_object(crawl_file):
+        store = storage.object_store(settings)
+        if store is None or store.target.root != crawl_file.root:
+            raise Http404("an archive of this collection is in a bucket ARCHIVER_STORAGE_URL does not name")
+        return lambda first, last: store.read(crawl_file.path, first, last)
+
+    def read(first: int, last: int):
+        handle, size = open_archive(settings.data_dir, crawl_file.path)
+        if size != crawl_file.size:  # the layout was computed from the recorded size
+            handle.close()
+            raise Http404(f"archive {crawl_file.path} is not the size archiver recorded")
+        yield from read_span(handle, first, last)
+    return read
+
+
+def crc32_of(crawl_file: CrawlFile) -> int:
+    """The file's CRC-32, read through once the first time and kept on its row."""
+    if crawl_file.crc32 is None:
+        value = 0
+        for chunk in reader(crawl_file)(0, crawl_file.size - 1) if crawl_file.size else ():
+            value = zlib.crc32(chunk, value)
+        crawl_file.remember_crc32(value)
+    return crawl_file.crc32
+
+
+def member_name(crawl_file: CrawlFile) -> str:
+    # Two crawls may name a WACZ alike: each member sits in its crawl's folder.
+    return f"{crawl_file.crawl_id}/{file_name(crawl_file)}"
+
+
+def package(collection: Collection) -> Package:
+    files = list(collection.files())
+    if not files:
+        raise Http404(f"collection {collection.name!r} has no archive files")
+    resources = [{"name": file_name(f), "path": member_name(f), "hash": f"sha256:{f.sha256}",
+                  "bytes": f.size, "crawlId": f.crawl_id} for f in files]
+    members = [in_memory("datapackage.json", datapackage(resources, collection.name, collection.created_at),
+                         collection.created_at)]
+    members += [Member(member_name(f), f.size, crc32_of(f), f.created_at, reader(f)) for f in files]
+    return Package(members)
+
+
+def serve_package(request, collection: Collection) -> HttpResponse:
+    """The whole package, or the one range asked for (206), as an attachment."""
+    zipped = package(collection)
+    size = zipped.size
+    wanted = byte_range(request.headers.get("Range", ""), size) if "Range" in request.headers else None
+    if wanted == "unsatisfiable":
+        response = HttpResponse(status=416)
+        response["Content-Range"] = f"bytes */{size}"
+        return never_rendered(response)
+    first, last = wanted or (0, size - 1)
+    response = StreamingHttpResponse(zipped.read(first, last), status=206 if wanted else 200,
+                                     content_type=ZIP_TYPE)
+    response["Content-Length"] = str(last - first + 1)
+    if wanted:
+        response["Content-Range"] = f"bytes {first}-{last}/{size}"
+    response["Content-Disposition"] = f'attachment; filename="{collection.slug}.zip"'
+    return never_rendered(response)
