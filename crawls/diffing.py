@@ -48,7 +48,12 @@ REVISIT = "warc/revisit"
 
 class DiffRefused(ArchiverError):
     """Two crawls cannot be compared (not kept yet, other orgs, the same crawl) or an archive
-    cannot be read; the message says which."""
+    cannot be read; the message says which. `kind` is "state" (not kept yet, an archive
+    unreadable) or "invalid" (the same crawl, other orgs), as ActionRefused's."""
+
+    def __init__(self, message: str, kind: str = "state"):
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -117,9 +122,9 @@ class Diff:
 def check_pair(a, b) -> None:
     """DiffRefused unless a and b are two kept crawls of one org."""
     if a.pk == b.pk:
-        raise DiffRefused(f"crawl {a.short_id} compared with itself: name two crawls")
+        raise DiffRefused(f"crawl {a.short_id} compared with itself: name two crawls", "invalid")
     if a.org_id != b.org_id:
-        raise DiffRefused(f"crawls {a.short_id} and {b.short_id} belong to different orgs")
+        raise DiffRefused(f"crawls {a.short_id} and {b.short_id} belong to different orgs", "invalid")
     for crawl in (a, b):
         if not crawl.is_final:
             raise DiffRefused(f"crawl {crawl.short_id} is {crawl.status}: not kept yet "

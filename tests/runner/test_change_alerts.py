@@ -13,7 +13,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from django.conf import settings as django_settings
+from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client, override_settings
 
 from archiver import conf
 from crawls import alerts, diffing
@@ -106,7 +109,7 @@ def changed_events(crawl) -> list[CrawlEvent]:
 
 
 def test_two_crawls_of_a_changed_site_diff_and_alert_once(make_runner, org, site, receiver, settings,
-                                                        monkeypatch):
+                                                        monkeypatch, tmp_path):
     root, url = site
     Webhook.objects.create(url=receiver.url(), secret=SECRET, events=["crawl.changed"])
     schedule = watched(org, url, pages=True)
@@ -159,6 +162,21 @@ def test_two_crawls_of_a_changed_site_diff_and_alert_once(make_runner, org, site
     assert "b.html" in out.getvalue() and "e.html" in out.getvalue()
     table = diffing.text_diff_html(first, second, f"{base}/b.html", settings=settings)
     assert "rewritten" in table and "<script>" not in table
+
+    static = tmp_path / "static"
+    static.mkdir()
+    storages = {**django_settings.STORAGES, "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    with override_settings(STATIC_ROOT=static, STORAGES=storages):  # as tests/conftest.py's admin_settings
+        admin = Client()
+        admin.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+        crawl_page = admin.get(f"/admin/crawls/crawl/{second.pk}/change/")
+        assert "Compare with" in crawl_page.content.decode()
+        shown = admin.get(f"/admin/crawls/crawl/{second.pk}/diff/",
+                          {"with": first.pk, "page": f"{base}/b.html"}).content.decode()
+    shown = " ".join(shown.split())
+    assert "1 added, 1 removed, 3 changed, 1 unchanged" in shown
+    assert "rewritten" in shown and "var x = 1" not in shown
 
 
 def test_no_event_when_nothing_watched_changed_and_a_selector_ignores_the_rest(
