@@ -75,12 +75,14 @@ class Runner:
         self.stop_event = self.rt.stop_event  # long reads (page lists) end when it is set
         self.interrupt_crawls = False
         purge = periodic.Retention()
+        change_alerts = periodic.ChangeAlerts()
         # Periodic steps after supervision: (name, step(now) -> found work).
         self.steps: list[tuple[str, Callable[[dt.datetime], bool]]] = [
             ("schedules", lambda now: periodic.fire_schedules(self.rt, now)),
             ("retention", lambda now: purge(self.rt, now)),
             ("disk", lambda now: periodic.resume_after_disk(self.rt, now)),
             ("redis databases", lambda now: periodic.release_redis_left_over(self.rt, now)),
+            ("change alerts", lambda now: change_alerts(self.rt, now)),
         ]
         self._reconnect_pending = False
         self._wake: socket.socket | None = None

@@ -18,6 +18,7 @@ from django.utils.http import urlencode
 
 from archiver.errors import ActionRefused
 from crawls import actions
+from crawls.admin.diff import diff_page
 from crawls.admin.forms import TagsField
 from crawls.admin.views import (
     ACTIONS,
@@ -240,6 +241,7 @@ class CrawlAdmin(admin.ModelAdmin):
                  name="crawls_crawl_download"),
             path("<str:pk>/replay/", view(replay), name="crawls_crawl_replay"),
             path("<str:pk>/log/", view(log_page), name="crawls_crawl_log"),
+            path("<str:pk>/diff/", view(diff_page), name="crawls_crawl_diff"),
             path("<str:pk>/edit/", view(edit_crawl), name="crawls_crawl_edit"),
             *super().get_urls(),
         ]

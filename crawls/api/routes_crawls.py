@@ -19,10 +19,10 @@ from ninja import Query, Router
 from pydantic import Field
 
 from archiver.errors import NotAllowed
-from crawls import actions
+from crawls import actions, diffing
 from crawls.api import pagination
 from crawls.api.auth import caller, default_org_slug, need, visible_crawls, visible_orgs
-from crawls.api.errors import ERRORS, ApiError, DamagedRow, invalid, not_found
+from crawls.api.errors import ERRORS, ApiError, DamagedRow, conflict, invalid, not_found
 from crawls.api.pagination import MAX_CURSOR
 from crawls.api.schemas import (
     ActionOut,
@@ -181,6 +181,19 @@ def list_pages(request, crawl_id: CrawlId, failed: bool = False, limit: int = Qu
         pages = pages.filter(id__gt=after)
     rows = list(pages.values(*PAGE_FIELDS)[:limit + 1])
     return page_of(rows, limit)
+
+
+@router.get("/crawls/{crawl_id}/diff/{other_id}", response={200: dict, **ERRORS},
+            summary="What changed from one crawl to another")
+def diff_crawls(request, crawl_id: CrawlId, other_id: CrawlId, unchanged: bool = False):
+    """Pages added, removed, changed (with similarity) and, with `unchanged=true`, unchanged
+    (docs/api.md#diff). Both crawls must be ended crawls of one org the token may see."""
+    need(request, "crawls.view_crawl")
+    a, b = find_crawl(request, crawl_id), find_crawl(request, other_id)
+    try:
+        return diffing.compare(a, b).summary(unchanged=unchanged)
+    except diffing.DiffRefused as exc:
+        raise (conflict(str(exc)) if exc.kind == "state" else invalid(str(exc))) from None
 
 
 PAGE_FIELDS = ("id", "url", "depth", "seed", "status", "http_status", "load_state", "title", "mime",

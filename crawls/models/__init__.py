@@ -7,6 +7,7 @@ downwards: statuses and org at the bottom, crawl above its parts, the rest above
 """
 
 from crawls.lease import FAR_FUTURE
+from crawls.models.changes import ChangeCheck, ChangeCheckStatus
 from crawls.models.crawl import Crawl, CrawlQuerySet, first_text, new_id
 from crawls.models.crawl_intents import MAX_SCALE
 from crawls.models.crawl_limits import MAX_STALLS
@@ -55,6 +56,7 @@ __all__ = [
     "WebhookQuerySet",
     "elapsed_with_uncounted", "first_text", "month_start", "new_id", "page_loaded",
     "storage_in_progress",
+    "ChangeCheck", "ChangeCheckStatus",
 ]
 
 from crawls.models.collections import Collection  # noqa: E402  (issue 24)

@@ -49,7 +49,9 @@ class CrawlEvent(models.Model):
     NAMES = (
         "crawl.queued", "crawl.started", "crawl.paused", "crawl.resumed", "crawl.completed",
         "crawl.stopped", "crawl.failed", "crawl.canceled", "crawl.quota_reached",
+        "crawl.changed",
     )
+    ONCE_PER_CRAWL = ("crawl.changed",)  # not a transition: a unique key keeps it to one
 
     event_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     crawl = models.ForeignKey("Crawl", on_delete=models.CASCADE, related_name="events")
@@ -59,12 +61,15 @@ class CrawlEvent(models.Model):
 
     class Meta:
         ordering = ["id"]
+        constraints = [models.UniqueConstraint(
+            fields=["crawl", "name"], name="crawlevent_once_per_crawl",
+            condition=Q(name__in=("crawl.changed",)))]
 
     def __str__(self) -> str:
         return f"{self.name} {self.crawl_id[:8]}"
 
     @classmethod
-    def record(cls, crawl, name: str, now: dt.datetime) -> CrawlEvent:
+    def record(cls, crawl, name: str, now: dt.datetime, extra: dict | None = None) -> CrawlEvent:
         """`crawl` is a Crawl (unannotated: this module sits below crawl.py, which emits)."""
         event = cls(crawl=crawl, name=name, created_at=now)
         event.payload = {
@@ -73,6 +78,7 @@ class CrawlEvent(models.Model):
             "timestamp": iso(now),
             "instance": conf.get().instance_id,
             "crawl": crawl.summary(),
+            **(extra or {}),
         }
         event.save()
         deliveries = [

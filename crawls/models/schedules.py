@@ -21,6 +21,12 @@ class Schedule(Leased):
     enabled = models.BooleanField(default=True)
     last_crawl = models.ForeignKey(Crawl, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
+    watch = models.JSONField(
+        null=True, blank=True,
+        help_text='What a change alert watches: null = no alerts, {"pages": true}, '
+                  '{"urls": [...]} or {"selector": "..."} (crawls/alerts.py).')
+    watch_since = models.DateTimeField(
+        null=True, blank=True, help_text="Crawls that end from then on are compared (not older ones).")
 
     objects = LeaseQuerySet.as_manager()
 

@@ -1,4 +1,5 @@
-"""The steps after supervision: schedules, retention, disk resume, Redis databases left over.
+"""The steps after supervision: schedules, retention, disk resume, Redis databases left over,
+change alerts.
 
 Each is `step(rt, now) -> found work`; the Runner keeps them as a list of (name, step).
 """
@@ -9,7 +10,7 @@ import contextlib
 import datetime as dt
 
 from archiver.errors import ArchiverError
-from crawls import admission, retention, schedules
+from crawls import admission, alerts, retention, schedules
 from crawls.models import Crawl
 from runner import ending
 from runner.observe import files_bytes
@@ -37,6 +38,23 @@ class Retention:
             return False
         found = retention.purge_expired(now, settings=rt.settings)
         self.next_purge = now + dt.timedelta(seconds=PURGE_AGAIN if found else PURGE_EVERY)
+        return found
+
+
+class ChangeAlerts:
+    """Change alerts (crawls/alerts.py): at most every few seconds, or at once again while
+    there were checks to make, so a large comparison never runs more than twice a pass."""
+
+    EVERY = 5.0
+
+    def __init__(self):
+        self.next_look: dt.datetime | None = None
+
+    def __call__(self, rt: Runtime, now: dt.datetime) -> bool:
+        if rt.stopping or (self.next_look is not None and now < self.next_look):
+            return False
+        found = alerts.check_changes(rt.id, now, settings=rt.settings)
+        self.next_look = None if found else now + dt.timedelta(seconds=self.EVERY)
         return found
 
 

@@ -183,7 +183,7 @@ def test_schedule_list_shows_the_next_run_and_the_last_crawl(nightly):
     listed = json.loads(run("list", "--json"))
     assert listed == [{
         "id": nightly.pk, "cron": "0 3 * * *", "org": "news", "enabled": True,
-        "seeds": ["https://example.com/"], "config": CONFIG.model_dump(mode="json"), "tags": ["nightly"],
+        "seeds": ["https://example.com/"], "config": CONFIG.model_dump(mode="json"), "tags": ["nightly"], "watch": None,
         "next_run": "2026-03-16T03:00:00Z",
         "last_crawl": {"id": crawls_of(nightly)[0].id, "status": "queued"},
     }]

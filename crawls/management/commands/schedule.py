@@ -1,11 +1,11 @@
-"""`archiver schedule add|list|enable|disable|remove`: crawls queued by a cron entry (UTC)."""
+"""`archiver schedule add|list|enable|disable|watch|remove`: crawls queued by a cron entry (UTC)."""
 
 from __future__ import annotations
 
 from django.core.management.base import CommandError
 from rich.table import Table
 
-from crawls import schedules, wake
+from crawls import alerts, schedules, wake
 from crawls.actions import check_tags
 from crawls.cli import (
     MAX_ID,
@@ -40,7 +40,7 @@ class Command(ArchiverCommand):
 
     def add_arguments(self, parser):
         actions = parser.add_subparsers(dest="action", required=True, parser_class=OneLineParser,
-                                        metavar="{add,list,enable,disable,remove}")
+                                        metavar="{add,list,enable,disable,watch,remove}")
         adder = actions.add_parser("add", help="schedule a crawl of these seeds")
         adder.add_argument("cron", metavar="CRON", help="e.g. '0 3 * * *' (quote it)")
         adder.add_argument("urls", nargs="+", metavar="URL")
@@ -56,11 +56,17 @@ class Command(ArchiverCommand):
         add_browser_arguments(adder)
         adder.add_argument("--org", default="default", metavar="SLUG")
         adder.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")
+        add_watch_arguments(adder)
         lister = actions.add_parser("list", help="schedules with their next run and last crawl")
         lister.add_argument("--json", action="store_true")
         for name in ("enable", "disable"):
             toggle = actions.add_parser(name, help=f"{name} a schedule")
             toggle.add_argument("id", metavar="ID")
+        watcher = actions.add_parser("watch", help="what change alerts (crawl.changed) watch")
+        watcher.add_argument("id", metavar="ID")
+        add_watch_arguments(watcher)
+        watcher.add_argument("--none", action="store_true", dest="watch_none",
+                             help="no change alerts (the default)")
         add_remove_parser(actions)
 
     def run(self, *, action, **options):
@@ -71,7 +77,11 @@ class Command(ArchiverCommand):
     def do_add(self, *, cron, urls, org, tags, **options):
         cron = check_cron_text(cron)
         config = parse_crawl_config({"seeds": urls, **{name: options[name] for name in CONFIG_OPTIONS}})
-        schedule = schedules.create_schedule(find_org(org), cron, config, check_tags(tags), now=db_now())
+        watch = watch_from(options)
+        now = db_now()
+        schedule = schedules.create_schedule(find_org(org), cron, config, check_tags(tags), now=now)
+        if watch:
+            alerts.set_watch(schedule, watch, now)
         wake.nudge()
         self.stdout.write(f"schedule {schedule.pk}: next run {iso(schedule.retry_at)}")
 
@@ -86,6 +96,15 @@ class Command(ArchiverCommand):
         schedules.disable(schedule)
         self.stdout.write(f"disabled schedule {schedule.pk}")
 
+    def do_watch(self, *, id, watch_none, **options):
+        watch = watch_from(options)
+        if watch_none == bool(watch):
+            raise CommandError("say what to watch: --watch-pages, --watch-url URL, "
+                               "--watch-selector CSS, or --none")
+        schedule = schedules.find(id)
+        alerts.set_watch(schedule, watch, db_now())
+        self.stdout.write(f"schedule {schedule.pk} watches: {alerts.describe(watch)}")
+
     def do_remove(self, *, id, **options):
         schedule = schedules.find(id)
         Schedule.objects.filter(pk=schedule.pk).delete()  # its crawls stay (schedule = NULL)
@@ -98,7 +117,7 @@ class Command(ArchiverCommand):
             return
         now = db_now()
         table = Table(box=None, header_style="bold", pad_edge=False)
-        for column in ("ID", "CRON", "ORG", "SEEDS", "NEXT RUN (UTC)", "LAST CRAWL", "STATE"):
+        for column in ("ID", "CRON", "ORG", "SEEDS", "NEXT RUN (UTC)", "LAST CRAWL", "STATE", "WATCH"):
             table.add_column(column, no_wrap=True)
         for schedule in rows:
             last = schedule.last_crawl
@@ -106,7 +125,7 @@ class Command(ArchiverCommand):
                 str(schedule.pk), schedule.cron, schedule.org.slug, seeds_text(schedule),
                 iso(schedule.retry_at) if schedule.enabled else "disabled",
                 f"{last.short_id} ({age(last.created_at, now)} ago)" if last else "-",
-                last.status if last else "-",
+                last.status if last else "-", alerts.describe(schedule.watch),
             )
         self.render(table)
 
@@ -139,10 +158,27 @@ def summary(schedule: Schedule) -> dict:
         "seeds": schedule.config.get("seeds", []),
         "config": schedule.config,
         "tags": schedule.tags,
+        "watch": schedule.watch,
         "next_run": schedule.retry_at.isoformat().replace("+00:00", "Z")
         if schedule.enabled and schedule.retry_at else None,
         "last_crawl": {"id": last.id, "status": last.status} if last else None,
     }
+
+
+def add_watch_arguments(parser) -> None:
+    parser.add_argument("--watch-pages", action="store_true",
+                        help="alert (crawl.changed) when any page changed since the last crawl")
+    parser.add_argument("--watch-url", action="append", default=[], metavar="URL",
+                        help="alert when this page changed (repeat for more)")
+    parser.add_argument("--watch-selector", metavar="CSS",
+                        help="alert when what this selector selects changed (tag, .class, #id, descendants)")
+
+
+def watch_from(options) -> dict | None:
+    try:
+        return alerts.parse_watch(options["watch_pages"], options["watch_url"], options["watch_selector"])
+    except ValueError as exc:
+        raise CommandError(f"--watch: {exc}") from None
 
 
 def add_remove_parser(actions) -> None:
