@@ -303,12 +303,12 @@ def test_several_pages_load_at_once_in_one_browser():
 # --- the flags ----------------------------------------------------------------------------
 
 
-def test_the_sandbox_is_kept_unless_running_as_root(tmp_path):
+def test_the_sandbox_is_kept_unless_it_cannot_be_had(tmp_path):
     from archiver_crawler.browser.process import Limits
 
-    assert "--no-sandbox" not in chromium_args(tmp_path, Limits(), as_root=False)
-    assert "--no-sandbox" in chromium_args(tmp_path, Limits(), as_root=True)
-    args = chromium_args(tmp_path, Limits(), as_root=False)
+    assert "--no-sandbox" not in chromium_args(tmp_path, Limits())
+    assert "--no-sandbox" in chromium_args(tmp_path, Limits(), sandbox=False)
+    args = chromium_args(tmp_path, Limits())
     assert "--proxy-server=127.0.0.1:9" in args and "--proxy-bypass-list=<-loopback>" in args
     assert "--remote-debugging-pipe" in args
     assert not any(a.startswith("--remote-debugging-port") for a in args)
