@@ -210,7 +210,7 @@ def test_a_hung_browser_is_detected_killed_and_replaced():
     with serve_site() as site:
         async def main():
             browser = BrowserEngine(ONLY_127_0_0_1, EngineOptions(
-                hang_margin=0.5, page=PageOptions(page_load_timeout=1, settle_timeout=0.5)))
+                hang_margin=0.5, page=PageOptions(page_load_timeout=3, settle_timeout=0.5)))
             await browser.start()
             try:
                 return await test(browser, site.url)
