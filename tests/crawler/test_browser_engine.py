@@ -2,7 +2,8 @@
 script-built links and fetched data captured, every request under the address policy, a
 killed or hung browser replaced, and the page's text, screenshot and page info recorded.
 
-Not yet wired into the crawler (issue 23): these tests drive the engine directly.
+These tests drive the engine directly; the crawler's --browser mode end to end is
+tests/crawler/test_browser_mode.py.
 """
 
 from __future__ import annotations
