@@ -10,8 +10,8 @@ writes each page's records to a WARC. Prints pages found (of the site's), wall s
 page (from the first page's start, the browser's start excluded and shown apart), CPU
 seconds of this process and of the browser, and peak memory: the browser's PSS (every
 process of its group, shared pages counted once), its RSS sum (shared pages counted per
-process), this process's peak RSS, and the two added. Not yet bench/crawl.py's comparison
-with the HTTP mode: the engine is not wired into the crawler.
+process), this process's peak RSS, and the two added. The crawler's browser mode against its HTTP mode,
+end to end: bench/crawl.py --js-pages.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Benchmark: archiver-crawler against wget on a generated local site.
+"""Benchmark: archiver-crawler against wget on a generated local site, and its browser mode
+against its HTTP mode on a generated JS-heavy site.
 
     .venv/bin/python bench/crawl.py [--pages 2000] [--workers 4] [--repeat 3]
-                                    [--latency 0,0.02] [--json]
+                                    [--latency 0,0.02] [--js-pages 40] [--json]
 
 Serves tests.sitegen's generated site (127.0.0.1 only) once per `--latency` value (seconds
 added to every response, as a remote server's round trip would), and crawls it `--repeat`
@@ -9,7 +10,14 @@ times with `archiver-crawler --workers N` (private redis-server on a free port) 
 `wget --recursive --level=inf --no-parent --warc-file=...`, alternating which goes first.
 For each scenario it prints the median wall time of each tool (and every run's), median CPU
 seconds, the highest peak RSS, pages, the speed-up (wget median / ours) and whether every
-WACZ of ours validates. With --json the last line is one JSON object.
+WACZ of ours validates.
+
+Then (`--js-pages N`, 0 to skip) it serves tests.jssite's site of N+1 pages (every link drawn
+by script, half of them from fetched JSON; an image and a gzipped stylesheet per page) and
+crawls it once with `--browser` and once in HTTP mode, printing pages found, wall seconds
+per page, and the peak memory of the whole process tree (the crawler and its Chromium),
+sampled from /proc every 0.2 s as PSS (shared pages counted once) and as the RSS sum.
+With --json the last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.jssite import js_site  # noqa: E402
 from tests.ports import free_port  # noqa: E402
 from tests.sitegen import serve_site  # noqa: E402
 
@@ -69,6 +78,103 @@ def timed(cmd: list[str], env: dict | None = None) -> dict:
     return {"seconds": round(wall, 3), "exit_code": proc.returncode,
             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
             "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "stderr_tail": stderr[-500:]}
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and its live descendants, from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fields = Path(entry.path, "stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += parents.get(current, [])
+    return found
+
+
+def tree_memory(pid: int) -> tuple[int, int]:
+    """(PSS, RSS sum) in bytes of `pid`'s process tree."""
+    pss = rss = 0
+    for member in tree(pid):
+        try:
+            for line in Path(f"/proc/{member}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    pss += int(line.split()[1]) * 1024
+                elif line.startswith("Rss:"):
+                    rss += int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            continue
+    return pss, rss
+
+
+def timed_tree(cmd: list[str], env: dict | None = None) -> dict:
+    """Run `cmd`; wall seconds, exit code and the peak PSS/RSS of its whole process tree."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak_pss = peak_rss = 0
+    try:
+        while proc.poll() is None:
+            pss, rss = tree_memory(proc.pid)
+            peak_pss, peak_rss = max(peak_pss, pss), max(peak_rss, rss)
+            time.sleep(0.2)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    wall = time.perf_counter() - start
+    stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    proc.stderr.close()
+    return {"seconds": round(wall, 3), "exit_code": proc.returncode,
+            "peak_pss_mb": round(peak_pss / 2**20, 1), "peak_rss_sum_mb": round(peak_rss / 2**20, 1),
+            "stderr_tail": stderr[-500:]}
+
+
+def js_scenario(args, redis_port: int, tmp_path: Path) -> dict:
+    """The JS site crawled in browser mode and in HTTP mode, one instance, --workers N."""
+    out = {}
+    with serve_site(extra=js_site(args.js_pages)) as site:
+        for name, extra in (("browser", ["--browser"]), ("http", [])):
+            workdir = tmp_path / f"js-{name}"
+            cmd = [str(VENV_BIN / "archiver-crawler"), "--url", site.root + "/js/",
+                   "--workers", str(args.workers), "--redisStoreUrl",
+                   f"redis://127.0.0.1:{redis_port}/0", "--crawlId", f"js-{name}",
+                   "--collection", "bench", "--cwd", str(workdir), "--generateWACZ",
+                   "--pageLoadTimeout", "30", "--diskUtilization", "0",
+                   "--allowNetworks", "127.0.0.1/32", *extra]
+            result = timed_tree(cmd, dict(os.environ, CRAWLER_HOSTNAME="bench-0"))
+            pages = workdir / "collections" / "bench" / "pages" / "pages.jsonl"
+            result["pages"] = max(0, len(pages.read_text().splitlines()) - 1) \
+                if pages.exists() else 0
+            result["s_per_page"] = round(result["seconds"] / max(1, result["pages"]), 3)
+            wacz = workdir / "collections" / "bench" / "bench.wacz"
+            result["wacz_valid"] = validate(wacz) if wacz.exists() else False
+            out[name] = result
+            shutil.rmtree(workdir, ignore_errors=True)
+    b, h = out["browser"], out["http"]
+    return {"site_pages": args.js_pages + 1, "browser": b, "http": h,
+            "pages_ratio": round(b["pages"] / max(1, h["pages"]), 2),
+            "s_per_page_ratio": round(b["s_per_page"] / max(0.001, h["s_per_page"]), 2),
+            "pss_ratio": round(b["peak_pss_mb"] / max(0.1, h["peak_pss_mb"]), 2),
+            "load_average_1m": round(os.getloadavg()[0], 2)}
+
+
+def report_js(scenario: dict, workers: int) -> None:
+    print(f"\nJS site of {scenario['site_pages']} pages on 127.0.0.1, {workers} workers; "
+          f"load average {scenario['load_average_1m']:.2f} on {os.cpu_count()} CPUs")
+    for name in ("browser", "http"):
+        r = scenario[name]
+        print(f"{name:>8} mode: pages {r['pages']:4d}  {r['seconds']:7.2f} s  "
+              f"{r['s_per_page']:6.3f} s/page  peak PSS {r['peak_pss_mb']:7.1f} MB  "
+              f"(RSS sum {r['peak_rss_sum_mb']:7.1f} MB)  exit {r['exit_code']}  "
+              f"WACZ valid {r['wacz_valid']}")
+    print(f"browser/http: pages {scenario['pages_ratio']}x  s/page "
+          f"{scenario['s_per_page_ratio']}x  peak PSS {scenario['pss_ratio']}x")
 
 
 def summarize(runs: list[dict]) -> dict:
@@ -159,6 +265,8 @@ def main() -> int:
                         help="runs of each tool per scenario, alternating which goes first")
     parser.add_argument("--latency", default="0,0.02",
                         help="comma-separated seconds added to every response, one scenario each")
+    parser.add_argument("--js-pages", type=int, default=40,
+                        help="pages of the JS site for browser mode against HTTP mode (0: skip)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     latencies = [float(v) for v in args.latency.split(",") if v.strip()]
@@ -170,15 +278,19 @@ def main() -> int:
             for latency in latencies:
                 scenarios.append(run_scenario(latency, args, redis_port, Path(tmp)))
                 report(scenarios[-1], args.pages + 1)
+            js = js_scenario(args, redis_port, Path(tmp)) if args.js_pages else None
+            if js:
+                report_js(js, args.workers)
         finally:
             redis_proc.terminate()
             redis_proc.wait(timeout=10)
     if args.json:
         print(json.dumps({"site_pages": args.pages + 1, "workers": args.workers,
                           "repeat": args.repeat, "cpus": os.cpu_count(),
-                          "scenarios": scenarios}))
+                          "scenarios": scenarios, "js": js}))
     ok = all(s["ours"]["exit_codes"] == [0] and s["ours"]["wacz_valid"] is not False
              for s in scenarios)
+    ok = ok and (js is None or js["browser"]["exit_code"] == 0)
     return 0 if ok else 1
 
 

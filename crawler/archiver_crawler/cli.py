@@ -122,8 +122,14 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
     health = await _health_server(config.health_check_port) if config.health_check_port else None
     flushing = asyncio.Event()
     flusher = asyncio.create_task(_flush_errors(state, errors, flushing)) if errors else None
+    loader = None
     try:
-        return await Crawler(config, state, fetcher, started=started).run()
+        if config.browser is not None:
+            from archiver_crawler.browser.loader import BrowserPageLoader  # browser mode only
+
+            loader = BrowserPageLoader(config, policy)
+            await loader.start()
+        return await Crawler(config, state, fetcher, started=started, loader=loader).run()
     except CrawlerError as exc:
         # Only a permanent error fails the instance; others mean "launch me again".
         permanent = exc.exit_code == ExitCode.INVALID_CONFIG
@@ -142,6 +148,8 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
             await _push_errors(state, errors)
         if health:
             health.close()
+        if loader is not None:
+            await _close_quietly(loader.close(), "browser")
         await _close_quietly(fetcher.close(), "HTTP session")
         await _close_quietly(state.close(), "Redis connection")
 
@@ -276,8 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"archiver-crawler: invalid configuration: {exc}\n")
         return ExitCode.INVALID_CONFIG
     errors = setup_logging(config)
-    logger.info("crawl %s, instance %s, collection %s, %d worker(s), networks allowed "
+    logger.info("crawl %s, instance %s, collection %s, %d worker(s), %s, networks allowed "
                 "besides the public internet: %s", config.crawl_id, config.instance_id,
                 config.collection, config.workers,
+                f"browser mode ({config.browser.chromium})" if config.browser else "HTTP mode",
                 ", ".join(map(str, config.allow_networks)) or "none")
     return _leave(exit_code_of(config, errors, started))

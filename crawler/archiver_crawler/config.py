@@ -38,6 +38,31 @@ class SeedSpec:
     extra_hops: int | None = None
 
 
+# The real crawler's values; the behaviors archiver's browser mode runs are BROWSER_BEHAVIORS,
+# the others are accepted (a crawl configured for either crawler runs) and skipped with a warning.
+BEHAVIORS = ("autoscroll", "autoplay", "autofetch", "autoclick", "siteSpecific")
+BROWSER_BEHAVIORS = ("autoscroll", "autoplay")
+WAIT_UNTIL = ("load", "domcontentloaded", "networkidle0", "networkidle2")
+SCREENSHOTS = ("view", "thumbnail", "fullPage", "fullPageFinal")
+TEXT_MODES = ("to-pages", "to-warc", "final-to-warc")
+# Given without --browser, these are an error: they mean nothing to an HTTP fetch.
+BROWSER_ONLY = ("waitUntil", "postLoadDelay", "behaviors", "behaviorTimeout", "screenshot",
+                "text", "lang", "chromium")
+LANG_RE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$")
+
+
+@dataclass(frozen=True)
+class BrowserConfig:
+    chromium: str
+    wait_until: tuple[str, ...] = ("load", "networkidle2")
+    post_load_delay: float = 0.0
+    behaviors: tuple[str, ...] = ()
+    behavior_timeout: float = 10.0
+    screenshots: tuple[str, ...] = ()
+    text: tuple[str, ...] = ()
+    lang: str | None = None
+
+
 @dataclass
 class CrawlConfig:
     seeds: list[SeedSpec]
@@ -69,6 +94,7 @@ class CrawlConfig:
     allow_networks: tuple[IPNetwork, ...] = ()
     # Where each session's WACZ is uploaded (STORE_* environment variables); None: kept only.
     store: Store | None = None
+    browser: BrowserConfig | None = None  # --browser: pages loaded in Chromium
 
     @property
     def collection_dir(self) -> Path:
@@ -92,7 +118,7 @@ _FLAGS = (
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="archiver-crawler", add_help=True, allow_abbrev=False,
-                description="HTTP-only crawler speaking browsertrix-crawler's protocol.")
+                description="A crawler (HTTP, or Chromium with --browser) speaking browsertrix-crawler's protocol.")
     S = argparse.SUPPRESS
     p.add_argument("--seeds", "--url", dest="seeds", action="append", default=S)
     p.add_argument("--seedFile", default=S)
@@ -116,6 +142,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hostDelay", type=float, default=S,
                    help="minimum seconds between two requests of this instance to one host")
     p.add_argument("--healthCheckPort", type=int, default=S)
+    p.add_argument("--browser", action="store_true", default=S,
+                   help="ours: load pages in Chromium (browser mode, docs/crawlers.md)")
+    p.add_argument("--waitUntil", default=S)
+    p.add_argument("--postLoadDelay", type=float, default=S)
+    p.add_argument("--behaviors", default=S)
+    p.add_argument("--behaviorTimeout", type=float, default=S)
+    p.add_argument("--screenshot", default=S)
+    p.add_argument("--text", nargs="?", const="to-pages", default=S)
+    p.add_argument("--lang", default=S)
+    p.add_argument("--chromium", default=S, help="ours: the Chromium to run in browser mode")
+    for unsupported in ("--blockAds", "--profile"):
+        p.add_argument(unsupported, nargs="?", const=True, default=S)
     p.add_argument("--allowNetworks", action="append", default=S,
                    help="ours: CIDRs (repeatable or comma-separated) the crawl may fetch "
                         "although the address policy refuses them by default, e.g. 127.0.0.0/8")
@@ -204,6 +242,55 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
         restarts_on_error=bool(o.get("restartsOnError", False)),
         allow_networks=_networks(o.get("allowNetworks")),
         store=store_from_env(env),
+        browser=_browser(o),
+    )
+
+
+def _names(o: dict[str, Any], key: str, choices: tuple[str, ...]) -> tuple[str, ...]:
+    """A comma-separated option (or a config file list) of names out of `choices`."""
+    value = o.get(key)
+    items = value if isinstance(value, list) else str(value).split(",")
+    names = tuple(dict.fromkeys(str(i).strip() for i in items if str(i).strip()))
+    if not names:
+        raise ConfigError(f"--{key}: give at least one of {', '.join(choices)}")
+    for name in names:
+        if name not in choices:
+            raise ConfigError(f"--{key}: {name!r} is not one of {', '.join(choices)}")
+    return names
+
+
+def _browser(o: dict[str, Any]) -> BrowserConfig | None:
+    for unsupported in ("blockAds", "profile"):
+        if unsupported in o:
+            raise ConfigError(f"--{unsupported} is not supported by archiver's crawler "
+                              "(use the browsertrix-crawler image)")
+    if not o.get("browser"):
+        given = [f"--{k}" for k in BROWSER_ONLY if k in o]
+        if given:
+            raise ConfigError(f"{', '.join(given)} only apply to browser mode: add --browser")
+        return None
+    from archiver_crawler.browser.process import find_chromium  # browser mode only
+
+    chromium = find_chromium(o.get("chromium"))
+    if chromium is None:
+        raise ConfigError(f"--browser: no Chromium found (tried {o.get('chromium')})"
+                          if o.get("chromium") else
+                          "--browser: no Chromium found (/usr/bin/chromium, chromium, "
+                          "chromium-browser); install Debian's chromium or give --chromium PATH")
+    lang = o.get("lang")
+    if lang is not None and not LANG_RE.match(str(lang)):
+        raise ConfigError(f"--lang {lang!r} is not a language code such as en or de")
+    behaviors = _names(o, "behaviors", BEHAVIORS) if "behaviors" in o else ()
+    return BrowserConfig(
+        chromium=chromium,
+        wait_until=_names(o, "waitUntil", WAIT_UNTIL) if "waitUntil" in o
+        else ("load", "networkidle2"),
+        post_load_delay=_nonneg(o, "postLoadDelay", 0.0, float),
+        behaviors=behaviors,
+        behavior_timeout=_nonneg(o, "behaviorTimeout", 10.0, float),
+        screenshots=_names(o, "screenshot", SCREENSHOTS) if "screenshot" in o else (),
+        text=_names(o, "text", TEXT_MODES) if "text" in o else (),
+        lang=str(lang) if lang is not None else None,
     )
 
 

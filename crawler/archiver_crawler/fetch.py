@@ -70,6 +70,43 @@ class PolicyResolver(AbstractResolver):
             await self._inner.close()
 
 
+def check_literal(policy: AddressPolicy, host: str) -> None:
+    """Judge a host written as an address (aiohttp connects to those without asking its
+    resolver), in any spelling a C library would accept; FetchRefused if refused."""
+    try:
+        ip = literal_address(host)
+    except NotAnAddress as exc:
+        raise FetchRefused(f"refused by the crawl address policy: {exc}") from None
+    if ip is not None:
+        try:
+            # Named by its canonical form: "127.0.0.2 is ...", however the URL spelled it.
+            policy.check(str(ip), str(ip))
+        except AddressRefused as exc:
+            raise FetchRefused(str(exc)) from None
+
+
+async def read_exchange(response: aiohttp.ClientResponse, url: str, method: str,
+                        date: datetime) -> Exchange:
+    """The exchange of an open response: what was sent, and the response as received (the
+    body as sent, truncated at MAX_BODY). Shared by the crawler's GETs and the browser's."""
+    chunks, size = [], 0
+    async for chunk in response.content.iter_chunked(1 << 16):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size >= MAX_BODY:
+            logger.warning("truncating %s at %d bytes", url, size)
+            break
+    sent = response.request_info
+    return Exchange(
+        url=url, method=method, request_target=sent.real_url.raw_path_qs,
+        request_headers=list(sent.headers.items()),
+        http_version=f"HTTP/{response.version.major}.{response.version.minor}",
+        status=response.status, reason=response.reason or "",
+        response_headers=[(k.decode("latin-1"), v.decode("latin-1"))
+                          for k, v in response.raw_headers],
+        body=b"".join(chunks), date=date)
+
+
 @dataclass
 class Fetched:
     exchange: Exchange
@@ -162,39 +199,12 @@ class Fetcher:
             raise FetchError(f"{type(exc).__name__}: {exc}"[:300]) from exc
 
     def check_literal(self, host: str) -> None:
-        """Judge a host written as an address (aiohttp connects to those without asking
-        its resolver), in any spelling a C library would accept."""
-        try:
-            ip = literal_address(host)
-        except NotAnAddress as exc:
-            raise FetchRefused(f"refused by the crawl address policy: {exc}") from None
-        if ip is not None:
-            try:
-                # Named by its canonical form: "127.0.0.2 is ...", however the URL spelled it.
-                self.policy.check(str(ip), str(ip))
-            except AddressRefused as exc:
-                raise FetchRefused(str(exc)) from None
+        check_literal(self.policy, host)
 
     async def _fetch(self, url: str) -> Fetched:
         date = datetime.now(UTC)
         async with self.session.get(url, allow_redirects=False) as response:
-            chunks, size = [], 0
-            async for chunk in response.content.iter_chunked(1 << 16):
-                chunks.append(chunk)
-                size += len(chunk)
-                if size >= MAX_BODY:
-                    logger.warning("truncating %s at %d bytes", url, size)
-                    break
-            sent = response.request_info
-            version = f"HTTP/{response.version.major}.{response.version.minor}"
-            exchange = Exchange(
-                url=url, method="GET", request_target=sent.real_url.raw_path_qs,
-                request_headers=list(sent.headers.items()),
-                http_version=version, status=response.status, reason=response.reason or "",
-                response_headers=[(k.decode("latin-1"), v.decode("latin-1"))
-                                  for k, v in response.raw_headers],
-                body=b"".join(chunks), date=date)
-        return Fetched(exchange)
+            return Fetched(await read_exchange(response, url, "GET", date))
 
     async def allowed_by_robots(self, url: str) -> bool:
         parts = urlsplit(url)

@@ -64,6 +64,18 @@ class Frontier:
                 url=url, seed_id=seed.id, depth=entry.depth, extra_hops=entry.extra_hops)])
         return []
 
+    async def redirected_seed(self, entry: QueueEntry, seed: Seed, final_url: str) -> Seed:
+        """The seed whose scope judges the links of a page the browser was redirected
+        away from: a seed redirected out of its scope becomes an extra seed at the final
+        URL (as `redirect_target` makes one); any other page keeps its seed."""
+        url = normalize_url(final_url)
+        if url is None or entry.depth != 0 or seed.decide(url, 0, 0, self.live_excludes):
+            return seed
+        position = await self.state.add_extra_seed(seed.id, url)
+        new_id = len(self.config.seeds) + position
+        self.seeds[new_id] = self._extra_seed(new_id, seed, url)
+        return self.seeds[new_id]
+
     async def _robots_filter(self, entries: list[QueueEntry]) -> list[QueueEntry]:
         if not self.config.use_robots:
             return entries

@@ -69,6 +69,13 @@ class Output:
         self.warc.write(exchange)
         return self.warc.size
 
+    def write_records(self, writer) -> int:
+        """`writer(warc)` writes a page's records (browser mode); the WARC's size after."""
+        if self.warc is None:
+            self.warc = WarcFile(self.dir / "archive", self.instance_id, self.config.collection)
+        writer(self.warc)
+        return self.warc.size
+
     @property
     def warc_name(self) -> str | None:
         return self.warc.name if self.warc else None

@@ -2,12 +2,13 @@
 
 This is the one place where a page is fetched and read. The crawl loop, the scope, Redis and
 the output never look at how: `HttpPageLoader` does one GET and parses HTML with selectolax;
-a browser mode would be another loader with the same `load()` (see crawler/README.md,
-"Loading a page").
+`browser.loader.BrowserPageLoader` loads it in Chromium (see crawler/README.md, "Loading
+a page").
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urljoin
@@ -35,6 +36,14 @@ class PageResult:
     # crawler fetches each once per crawl (claimed in `<id>:assets`) and archives it.
     requisites: list[str] | tuple[str, ...] = ()
     redirect: str | None = None  # a 3xx page's absolute target (then no links are read)
+    text: str = ""  # the page's text, for pages.jsonl's `text`
+    # A loader that followed redirects itself (browser mode): where they ended.
+    final_url: str | None = None
+    # Browser mode: the URLs of what the page loaded with it (GETs), to claim once per
+    # crawl, and the writer of the page's records: archive(warc, page_id, seen=...) with
+    # seen(url) True for those the crawl holds already. None: `fetched` is archived.
+    loaded: tuple[str, ...] = ()
+    archive: Callable | None = None
 
 
 class PageLoader(Protocol):

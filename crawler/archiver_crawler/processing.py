@@ -56,27 +56,45 @@ class PageProcessor:
             result = await self.loader.load(entry.url)
         except FetchError as exc:
             return self.failed(entry, str(exc))
+        if result.final_url and result.final_url != entry.url:
+            # A seed the browser was redirected out of its scope: the links are judged by
+            # a seed at the final URL, as the HTTP mode's redirect target would be.
+            seed = await self.frontier.redirected_seed(entry, seed, result.final_url)
         if result.redirect:
             links = await self.frontier.redirect_target(entry, seed, result.redirect)
         elif result.links:
             links = await self.frontier.in_scope(entry, seed, result.links)
         else:
             links = []
+        fresh: set[str] = set()
+        if result.loaded:
+            fresh = set((await self.state.add([], 0, list(result.loaded)))[1])
         # Written only after the last await: from here to the worker holding the outcome
         # nothing can be cancelled, so an archived page always reaches a commit or the
         # journal of unrecorded outcomes, and is never fetched (and archived) twice.
-        self.write(result.fetched)
-        return self.archived(entry, result, links)
+        page_id = uuid.uuid4().hex
+        if result.archive is not None:
+            size = self.output.write_records(
+                lambda warc: result.archive(warc, page_id=page_id,
+                                            seen=lambda url: url not in fresh))
+            self._check_size(size)
+        else:
+            self.write(result.fetched)
+        return self.archived(entry, result, links, page_id)
 
     def archived(self, entry: QueueEntry, result: PageResult,
-                 links: list[QueueEntry]) -> Outcome:
+                 links: list[QueueEntry], page_id: str | None = None) -> Outcome:
         fetched = result.fetched
         page = {
-            "id": uuid.uuid4().hex, "url": entry.url, "title": result.title,
+            "id": page_id or uuid.uuid4().hex, "url": entry.url, "title": result.title,
             "ts": warc_date(fetched.exchange.date), "mime": fetched.mime,
             "status": fetched.status, "depth": entry.depth, "seed": entry.depth == 0,
             "loadState": result.load_state,
         }
+        if result.text:
+            page["text"] = result.text
+        if result.final_url and result.final_url != entry.url:
+            page["finalUrl"] = result.final_url
         # In a WACZ's pages list, a page's `filename` names the WACZ holding it (replay tools
         # open that file for the page): the WARC's name goes only to Redis.
         self.output.add_page(json.dumps(page))
@@ -94,7 +112,9 @@ class PageProcessor:
              "extraHops": entry.extra_hops, "reason": reason, "ts": iso_now()}))
 
     def write(self, fetched: Fetched) -> None:
-        size = self.output.archive(fetched.exchange)
+        self._check_size(self.output.archive(fetched.exchange))
+
+    def _check_size(self, size: int) -> None:
         if self.config.size_limit and size >= self.config.size_limit:
             self.request_stop(StopReason.SIZE_LIMIT)
 

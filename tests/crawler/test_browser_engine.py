@@ -2,7 +2,8 @@
 script-built links and fetched data captured, every request under the address policy, a
 killed or hung browser replaced, and the page's text, screenshot and page info recorded.
 
-Not yet wired into the crawler (issue 23): these tests drive the engine directly.
+These tests drive the engine directly; the crawler's --browser mode end to end is
+tests/crawler/test_browser_mode.py.
 """
 
 from __future__ import annotations
@@ -210,7 +211,7 @@ def test_a_hung_browser_is_detected_killed_and_replaced():
     with serve_site() as site:
         async def main():
             browser = BrowserEngine(ONLY_127_0_0_1, EngineOptions(
-                hang_margin=0.5, page=PageOptions(page_load_timeout=1, settle_timeout=0.5)))
+                hang_margin=0.5, page=PageOptions(page_load_timeout=3, settle_timeout=0.5)))
             await browser.start()
             try:
                 return await test(browser, site.url)
@@ -303,12 +304,12 @@ def test_several_pages_load_at_once_in_one_browser():
 # --- the flags ----------------------------------------------------------------------------
 
 
-def test_the_sandbox_is_kept_unless_running_as_root(tmp_path):
+def test_the_sandbox_is_kept_unless_it_cannot_be_had(tmp_path):
     from archiver_crawler.browser.process import Limits
 
-    assert "--no-sandbox" not in chromium_args(tmp_path, Limits(), as_root=False)
-    assert "--no-sandbox" in chromium_args(tmp_path, Limits(), as_root=True)
-    args = chromium_args(tmp_path, Limits(), as_root=False)
+    assert "--no-sandbox" not in chromium_args(tmp_path, Limits())
+    assert "--no-sandbox" in chromium_args(tmp_path, Limits(), sandbox=False)
+    args = chromium_args(tmp_path, Limits())
     assert "--proxy-server=127.0.0.1:9" in args and "--proxy-bypass-list=<-loopback>" in args
     assert "--remote-debugging-pipe" in args
     assert not any(a.startswith("--remote-debugging-port") for a in args)

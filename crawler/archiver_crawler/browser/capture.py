@@ -90,7 +90,8 @@ class PageCapture:
                 urls[r.url] = {"status": r.exchange.status, "mime": mime.split(";")[0].strip(),
                                "type": r.resource_type}
         fetched = sum(1 for r in self.resources if r.exchange is not None)
-        return {"pageid": page_id, "url": self.url, "ts": ts, "status": self.status,
+        return {"pageid": page_id, "url": self.url, "finalUrl": self.final_url, "ts": ts,
+                "status": self.status,
                 "loadState": self.load_state, "urls": urls,
                 "counts": {"jsErrors": self.js_errors, "resources": len(self.resources),
                            "fetched": fetched,

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from archiver_crawler.browser.capture import PageCapture
 from archiver_crawler.browser.cdp import BrowserGone
 from archiver_crawler.browser.network import Exchanger
 from archiver_crawler.browser.page import PageOptions, Tab
-from archiver_crawler.browser.process import ChromiumProcess, Limits, find_chromium
+from archiver_crawler.browser.process import ChromiumProcess, Limits, RunAs, find_chromium, run_as
 from archiver_crawler.netpolicy import AddressPolicy
 
 logger = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ class BrowserEngine:
         self._lock = asyncio.Lock()
         self._watchdog: asyncio.Task | None = None
         self.peak_memory = 0
+        self._runs_as: RunAs | None = None
 
     async def start(self) -> None:
         await self._ensure()
@@ -88,16 +89,41 @@ class BrowserEngine:
             if self.browser is None:
                 if self.executable is None:
                     raise BrowserUnavailable("no Chromium found (install Debian's chromium, or "
-                                             "set ARCHIVER_CHROMIUM)")
-                o = self.options
-                try:
-                    self.browser = await ChromiumProcess.start(self.executable, o.limits,
-                                                               o.user_agent, o.lang)
-                    await self.browser.connection.send("Browser.getVersion",
-                                                       timeout=PING_TIMEOUT * 4)
-                except (OSError, BrowserGone) as exc:
-                    raise BrowserUnavailable(f"Chromium would not start: {exc}") from exc
+                                             "give its path)")
+                self.browser = await self._start()
             return self.browser
+
+    async def _start(self) -> ChromiumProcess:
+        """A started browser that answers, as `run_as()` says; sandboxed as an unprivileged
+        user unless that fails, then (once, remembered) without the sandbox."""
+        if self._runs_as is None:
+            self._runs_as = run_as()
+        try:
+            return await self._start_as(self._runs_as)
+        except BrowserUnavailable as exc:
+            if not (self._runs_as.sandbox and self._runs_as.uid is not None):
+                raise
+            logger.warning("Chromium would not start sandboxed as an unprivileged user (%s); "
+                           "starting it as that user without its sandbox (--no-sandbox)", exc)
+            self._runs_as = replace(self._runs_as, sandbox=False)
+            return await self._start_as(self._runs_as)
+
+    async def _start_as(self, runs_as: RunAs) -> ChromiumProcess:
+        o = self.options
+        try:
+            browser = await ChromiumProcess.start(self.executable, o.limits, o.user_agent,
+                                                  o.lang, runs_as)
+        except OSError as exc:
+            raise BrowserUnavailable(f"Chromium would not start: {exc}") from exc
+        try:
+            await browser.connection.send("Browser.getVersion", timeout=PING_TIMEOUT * 4)
+        except BrowserGone as exc:
+            await browser.stop()
+            raise BrowserUnavailable(f"Chromium would not start: {exc}") from exc
+        logger.info("Chromium started, pid %d%s%s", browser.pid,
+                    f", as uid {runs_as.uid}" if runs_as.uid is not None else "",
+                    "" if runs_as.sandbox else ", without its sandbox")
+        return browser
 
     async def capture(self, url: str, options: PageOptions | None = None) -> PageCapture:
         """The page at `url`; a browser lost meanwhile is replaced and the page tried once

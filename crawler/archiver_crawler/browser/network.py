@@ -23,8 +23,15 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from archiver_crawler.fetch import MAX_BODY, FetchError, FetchRefused, PolicyResolver
-from archiver_crawler.netpolicy import AddressPolicy, AddressRefused, NotAnAddress, literal_address
+from archiver_crawler.fetch import (
+    MAX_BODY,
+    FetchError,
+    FetchRefused,
+    PolicyResolver,
+    check_literal,
+    read_exchange,
+)
+from archiver_crawler.netpolicy import AddressPolicy, AddressRefused
 from archiver_crawler.warc import Exchange
 
 logger = logging.getLogger(__name__)
@@ -65,18 +72,8 @@ class Exchanger:
         await self.session.close()
 
     def check_literal(self, url: str) -> None:
-        """FetchRefused for a URL whose host is an address the policy refuses (aiohttp
-        connects to an address without asking the resolver), in any spelling."""
-        host = urlsplit(url).hostname or ""
-        try:
-            ip = literal_address(host)
-        except NotAnAddress as exc:
-            raise FetchRefused(f"refused by the crawl address policy: {exc}") from None
-        if ip is not None:
-            try:
-                self.policy.check(str(ip), str(ip))
-            except AddressRefused as exc:
-                raise FetchRefused(str(exc)) from None
+        """FetchRefused for a URL whose host is an address the policy refuses."""
+        check_literal(self.policy, urlsplit(url).hostname or "")
 
     async def exchange(self, method: str, url: str, headers: dict[str, str],
                        body: bytes | None = None) -> Exchange:
@@ -100,22 +97,7 @@ class Exchanger:
         date = datetime.now(UTC)
         async with self.session.request(method, url, headers=headers, data=body,
                                         allow_redirects=False) as response:
-            chunks, size = [], 0
-            async for chunk in response.content.iter_chunked(1 << 16):
-                chunks.append(chunk)
-                size += len(chunk)
-                if size >= MAX_BODY:
-                    logger.warning("truncating %s at %d bytes", url, size)
-                    break
-            info = response.request_info
-            return Exchange(
-                url=url, method=method, request_target=info.real_url.raw_path_qs,
-                request_headers=list(info.headers.items()),
-                http_version=f"HTTP/{response.version.major}.{response.version.minor}",
-                status=response.status, reason=response.reason or "",
-                response_headers=[(k.decode("latin-1"), v.decode("latin-1"))
-                                  for k, v in response.raw_headers],
-                body=b"".join(chunks), date=date)
+            return await read_exchange(response, url, method, date)
 
 
 def for_browser(exchange: Exchange) -> BrowserResponse:

@@ -6,8 +6,13 @@ sent to a proxy where nothing listens (127.0.0.1:9, the discard port), loopback 
 (`<-loopback>` removes the implicit bypass), with background networking, DNS prefetch,
 WebRTC's non-proxied UDP and QUIC off. A request that escaped interception fails there.
 
-Its sandbox stays on unless archiver runs as root, where Chromium refuses to start with it:
-then `--no-sandbox` is passed and a warning says so (the crawler should run unprivileged).
+Its sandbox stays on. Chromium refuses to start with it as root, so as root it runs as an
+unprivileged user (`nobody`, switched to by util-linux's `setpriv` between the spawn and
+Chromium's exec, so the pipes on fds 3 and 4 are set up by posix_spawn as for any user);
+only when there is no such user or no setpriv does it run as root with `--no-sandbox`, and
+a warning says so. If Chromium cannot start sandboxed as that user (no user namespaces,
+as under Docker's default seccomp profile), it is started once more with `--no-sandbox`,
+still unprivileged, with a warning.
 """
 
 from __future__ import annotations
@@ -26,19 +31,52 @@ from archiver_crawler.browser.cdp import Connection
 
 logger = logging.getLogger(__name__)
 
-CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome")
+CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser")
+UNPRIVILEGED_USER = "nobody"
 DEAD_PROXY = "127.0.0.1:9"
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
 def find_chromium(explicit: str | None = None) -> str | None:
-    """The browser to run: `explicit`, else $ARCHIVER_CHROMIUM, else the first on PATH."""
-    for name in (explicit, os.environ.get("ARCHIVER_CHROMIUM"), *CANDIDATES):
-        if name:
-            path = shutil.which(name)
-            if path:
-                return path
+    """The browser to run: `explicit` (only it, when given), else the first of CANDIDATES."""
+    for name in (explicit,) if explicit else CANDIDATES:
+        path = shutil.which(name)
+        if path:
+            return path
     return None
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """Whom Chromium runs as: this process's user, or (as root) an unprivileged one."""
+
+    uid: int | None = None  # None: this process's user
+    gid: int | None = None
+    sandbox: bool = True
+
+    def prefix(self) -> list[str]:
+        if self.uid is None:
+            return []
+        return [shutil.which("setpriv") or "setpriv", f"--reuid={self.uid}",
+                f"--regid={self.gid}", "--clear-groups", "--"]
+
+
+def run_as() -> RunAs:
+    """Not root: as is, sandboxed. Root: `nobody`, sandboxed, when it exists and setpriv is
+    there; else root without the sandbox (Chromium refuses root with it)."""
+    if os.geteuid() != 0:
+        return RunAs()
+    import pwd
+
+    try:
+        user = pwd.getpwnam(UNPRIVILEGED_USER)
+    except KeyError:
+        user = None
+    if user is None or shutil.which("setpriv") is None:
+        logger.warning("running as root with no %s user or no setpriv: Chromium starts "
+                       "without its sandbox (--no-sandbox)", UNPRIVILEGED_USER)
+        return RunAs(sandbox=False)
+    return RunAs(user.pw_uid, user.pw_gid)
 
 
 @dataclass(frozen=True)
@@ -52,8 +90,8 @@ class Limits:
 
 
 def chromium_args(profile: Path, limits: Limits, user_agent: str | None = None,
-                  lang: str | None = None, as_root: bool | None = None) -> list[str]:
-    """Chromium's flags; `--no-sandbox` only when running as root."""
+                  lang: str | None = None, sandbox: bool = True) -> list[str]:
+    """Chromium's flags; `--no-sandbox` only when the sandbox cannot be had."""
     args = [
         "--headless", "--remote-debugging-pipe", f"--user-data-dir={profile}",
         f"--proxy-server={DEAD_PROXY}", "--proxy-bypass-list=<-loopback>",
@@ -74,7 +112,7 @@ def chromium_args(profile: Path, limits: Limits, user_agent: str | None = None,
         args.insert(-1, f"--user-agent={user_agent}")
     if lang:
         args.insert(-1, f"--lang={lang}")
-    if (os.geteuid() == 0) if as_root is None else as_root:
+    if not sandbox:
         args.insert(0, "--no-sandbox")
     return args
 
@@ -83,8 +121,10 @@ class ChromiumProcess:
     """A started Chromium and its CDP connection; `stop()` kills its whole process group
     and removes the profile directory."""
 
-    def __init__(self, pid: int, profile: Path, connection: Connection):
+    def __init__(self, pid: int, profile: Path, connection: Connection,
+                 runs_as: RunAs | None = None):
         self.pid = pid
+        self.runs_as = runs_as or RunAs()
         self.profile = profile
         self.connection = connection
         self._reaped = False
@@ -92,16 +132,20 @@ class ChromiumProcess:
 
     @classmethod
     async def start(cls, executable: str, limits: Limits, user_agent: str | None = None,
-                    lang: str | None = None) -> ChromiumProcess:
+                    lang: str | None = None, runs_as: RunAs | None = None) -> ChromiumProcess:
+        runs_as = runs_as or RunAs()
         profile = Path(tempfile.mkdtemp(prefix="archiver-chromium-"))
-        args = chromium_args(profile, limits, user_agent, lang)
-        if "--no-sandbox" in args:
-            logger.warning("running as root: Chromium starts without its sandbox "
-                           "(--no-sandbox); run the crawler as an unprivileged user to keep it")
+        if runs_as.uid is not None:
+            os.chown(profile, runs_as.uid, runs_as.gid)
+        args = chromium_args(profile, limits, user_agent, lang, runs_as.sandbox)
+        command = [*runs_as.prefix(), executable, *args]
+        env = _browser_env()
+        if runs_as.uid is not None:
+            env["HOME"] = str(profile)  # nobody's home does not exist
         to_browser_r, to_browser_w = os.pipe()
         from_browser_r, from_browser_w = os.pipe()
         try:
-            pid = os.posix_spawn(executable, [executable, *args], _browser_env(), file_actions=[
+            pid = os.posix_spawn(command[0], command, env, file_actions=[
                 (os.POSIX_SPAWN_DUP2, to_browser_r, 3),
                 (os.POSIX_SPAWN_DUP2, from_browser_w, 4),
                 (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
@@ -114,7 +158,7 @@ class ChromiumProcess:
             os.close(to_browser_r)
             os.close(from_browser_w)
         connection = await _connect(to_browser_w, from_browser_r)
-        return cls(pid, profile, connection)
+        return cls(pid, profile, connection, runs_as)
 
     def usable(self) -> bool:
         """Neither killed nor exited, and its pipe open."""

@@ -20,21 +20,24 @@ from archiver_crawler.warc import WarcFile, warc_date
 
 
 def write_capture(warc: WarcFile, capture: PageCapture, page_id: str,
-                  seen: Callable[[str], bool] = lambda url: False) -> int:
+                  seen: Callable[[str], bool] = lambda url: False, text: bool = True) -> int:
     """Write `capture`'s records; the number of exchanges written. `seen(url)` is asked for
-    each resource other than the page's own documents (True: the crawl has it already)."""
+    each GET of a resource other than the page's own documents (True: the crawl has it
+    already); other methods are always written (their bodies differ). `text`: write the
+    `urn:text:` record."""
     documents = {id(r) for r in capture.documents()}
     written = 0
     for resource in capture.resources:
         if resource.exchange is None:
             continue
-        if id(resource) not in documents and seen(resource.url):
+        if (id(resource) not in documents and resource.exchange.method == "GET"
+                and seen(resource.url)):
             continue
         warc.write(resource.exchange)
         written += 1
     ts = warc_date(capture.ts)
     page = [("WARC-Page-ID", page_id)]
-    if capture.load_state >= 3:
+    if text and capture.load_state >= 3:
         warc.write_resource(f"urn:text:{capture.url}", "text/plain; charset=utf-8",
                             capture.text.encode("utf-8"), capture.ts, page)
     if capture.screenshot:
