@@ -119,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allowNetworks", action="append", default=S,
                    help="ours: CIDRs (repeatable or comma-separated) the crawl may fetch "
                         "although the address policy refuses them by default, e.g. 127.0.0.0/8")
+    # The real crawler's spelling; HTTP mode always writes the text into pages.jsonl.
+    p.add_argument("--text", choices=["to-pages"], default=S)
     for flag in _FLAGS:
         p.add_argument(f"--{flag}", action="store_true", default=S)
     p.add_argument("--version", action="version", version=__version__)

@@ -29,6 +29,7 @@ class PageResult:
 
     fetched: Fetched  # the page's own response, archived by the crawler
     title: str = ""
+    text: str = ""  # the page's visible text (pages.jsonl `text`, for search)
     load_state: int = LOADED
     links: list[str] | tuple[str, ...] = ()  # absolute URLs of the page's links
     # Absolute URLs of what a browser would load with the page (images, CSS, scripts): the
@@ -55,6 +56,6 @@ class HttpPageLoader:
             return PageResult(fetched, redirect=urljoin(url, location))
         if fetched.mime in HTML_TYPES:
             extracted = extract_html(fetched.decoded_body(), url)
-            return PageResult(fetched, extracted.title, PARSED, extracted.links,
-                              extracted.requisites)
+            return PageResult(fetched, extracted.title, extracted.text, PARSED,
+                              extracted.links, extracted.requisites)
         return PageResult(fetched)
