@@ -6,7 +6,14 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 
-from crawls.api import routes_crawls, routes_files, routes_orgs, routes_schedules, routes_webhooks
+from crawls.api import (
+    routes_crawls,
+    routes_files,
+    routes_orgs,
+    routes_schedules,
+    routes_search,
+    routes_webhooks,
+)
 from crawls.api.auth import StaffSession, TokenAuth
 from crawls.api.errors import install_handlers
 
@@ -21,7 +28,8 @@ api = NinjaAPI(
     openapi_url="/openapi.json",
 )
 install_handlers(api)
-for module in (routes_crawls, routes_files, routes_orgs, routes_schedules, routes_webhooks):
+for module in (routes_crawls, routes_files, routes_orgs, routes_schedules, routes_webhooks,
+               routes_search):
     api.add_router("/", module.router)
 
 

@@ -56,3 +56,6 @@ __all__ = [
     "elapsed_with_uncounted", "first_text", "month_start", "new_id", "page_loaded",
     "storage_in_progress",
 ]
+from crawls.models.search import INDEX_RETRY, TEXT_INDEXED, PageText  # noqa: E402
+
+__all__ += ["INDEX_RETRY", "TEXT_INDEXED", "PageText"]
