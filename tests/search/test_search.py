@@ -14,6 +14,7 @@ import pytest
 from archiver_crawler.cli import run_instance
 from archiver_crawler.config import parse_args
 from django.core.management import call_command
+from django.urls import reverse
 
 from crawls import search
 from crawls.models import INDEX_RETRY, ApiToken, CrawlFile, PageText
@@ -217,3 +218,17 @@ def test_the_search_command_prints_a_table_and_json(indexed, capsys):
     call_command("search", "keeper", "--crawl", crawl.pk[:6])
     out = capsys.readouterr().out
     assert "The lighthouse keeper" in out and "https://a.test/lighthouse" in out
+
+
+def test_the_admin_search_page_shows_escaped_snippets_and_opens_the_replay_at_the_page(
+        indexed, admin_settings, client, django_user_model):
+    crawl = indexed(PAGES)
+    client.force_login(django_user_model.objects.create_superuser("root", password="x"))
+    answer = client.get(reverse("admin:archiver_search"), {"q": "bread"})
+    assert answer.status_code == 200
+    page = answer.content.decode()
+    assert "Fresh <mark>bread</mark>" in page and "<script>alert" not in page
+    replay = reverse("admin:crawls_crawl_replay", args=[crawl.pk])
+    assert f'{replay}?url=https%3A%2F%2Fa.test%2Fbakery' in page
+    bad = client.get("/admin/search/", {"q": '"open'}).content.decode()
+    assert "quote" in bad
