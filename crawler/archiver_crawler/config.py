@@ -47,7 +47,7 @@ SCREENSHOTS = ("view", "thumbnail", "fullPage", "fullPageFinal")
 TEXT_MODES = ("to-pages", "to-warc", "final-to-warc")
 # Given without --browser, these are an error: they mean nothing to an HTTP fetch.
 BROWSER_ONLY = ("waitUntil", "postLoadDelay", "behaviors", "behaviorTimeout", "screenshot",
-                "text", "lang", "chromium")
+                "lang", "chromium")
 LANG_RE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$")
 
 
@@ -149,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--behaviors", default=S)
     p.add_argument("--behaviorTimeout", type=float, default=S)
     p.add_argument("--screenshot", default=S)
+    # The real crawler's spelling. HTTP mode always writes the text into pages.jsonl (the
+    # runner passes --text to-pages to every crawler); browser mode writes what it names.
     p.add_argument("--text", nargs="?", const="to-pages", default=S)
     p.add_argument("--lang", default=S)
     p.add_argument("--chromium", default=S, help="ours: the Chromium to run in browser mode")
@@ -265,6 +267,8 @@ def _browser(o: dict[str, Any]) -> BrowserConfig | None:
             raise ConfigError(f"--{unsupported} is not supported by archiver's crawler "
                               "(use the browsertrix-crawler image)")
     if not o.get("browser"):
+        if "text" in o:
+            _names(o, "text", TEXT_MODES)  # judged in both modes; HTTP mode writes to-pages always
         given = [f"--{k}" for k in BROWSER_ONLY if k in o]
         if given:
             raise ConfigError(f"{', '.join(given)} only apply to browser mode: add --browser")

@@ -18,6 +18,9 @@ _SRC_TAGS = {"img", "script", "iframe", "frame", "embed", "audio", "video", "sou
              "input"}
 _ONE_PASS = ("title, base[href], a[href], area[href], link[href], style, [src], [srcset], "
              "video[poster], [style]")
+# Not text a reader sees: dropped before the page's text is taken.
+_NOT_TEXT = ["script", "style", "noscript", "template", "svg"]
+TEXT_LIMIT = 1 << 20  # characters of a page's text kept for pages.jsonl (a search index)
 _LINK_RELS = {"stylesheet", "icon", "shortcut", "apple-touch-icon", "preload", "modulepreload",
               "manifest", "mask-icon"}
 
@@ -25,6 +28,7 @@ _LINK_RELS = {"stylesheet", "icon", "shortcut", "apple-touch-icon", "preload", "
 @dataclass
 class Extracted:
     title: str = ""
+    text: str = ""  # the visible text, whitespace collapsed (pages.jsonl `text`)
     links: list[str] = field(default_factory=list)
     requisites: list[str] = field(default_factory=list)
 
@@ -86,7 +90,18 @@ def extract_html(body: bytes, url: str) -> Extracted:
         if "style" in attrs and tag != "style":
             for ref in extract_css((attrs.get("style") or "").encode(), base):
                 _add(out.requisites, seen_req, base, ref)
+    out.text = page_text(tree)
     return out
+
+
+def page_text(tree: HTMLParser) -> str:
+    """The text of the body, as `--text to-pages` gives it: no scripts or styles, whitespace
+    collapsed, bounded (a page of megabytes of text would bloat pages.jsonl and the index)."""
+    root = tree.body or tree.root
+    if root is None:
+        return ""
+    tree.strip_tags(_NOT_TEXT)
+    return " ".join(root.text(separator=" ").split())[:TEXT_LIMIT]
 
 
 def extract_css(body: bytes, url: str) -> list[str]:

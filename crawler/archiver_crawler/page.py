@@ -30,13 +30,13 @@ class PageResult:
 
     fetched: Fetched  # the page's own response, archived by the crawler
     title: str = ""
+    text: str = ""  # the page's visible text (pages.jsonl `text`, for search)
     load_state: int = LOADED
     links: list[str] | tuple[str, ...] = ()  # absolute URLs of the page's links
     # Absolute URLs of what a browser would load with the page (images, CSS, scripts): the
     # crawler fetches each once per crawl (claimed in `<id>:assets`) and archives it.
     requisites: list[str] | tuple[str, ...] = ()
     redirect: str | None = None  # a 3xx page's absolute target (then no links are read)
-    text: str = ""  # the page's text, for pages.jsonl's `text`
     # A loader that followed redirects itself (browser mode): where they ended.
     final_url: str | None = None
     # Browser mode: the URLs of what the page loaded with it (GETs), to claim once per
@@ -64,6 +64,6 @@ class HttpPageLoader:
             return PageResult(fetched, redirect=urljoin(url, location))
         if fetched.mime in HTML_TYPES:
             extracted = extract_html(fetched.decoded_body(), url)
-            return PageResult(fetched, extracted.title, PARSED, extracted.links,
-                              extracted.requisites)
+            return PageResult(fetched, extracted.title, extracted.text, PARSED,
+                              extracted.links, extracted.requisites)
         return PageResult(fetched)

@@ -98,7 +98,9 @@ class PageProcessor:
         # In a WACZ's pages list, a page's `filename` names the WACZ holding it (replay tools
         # open that file for the page): the WARC's name goes only to Redis.
         self.output.add_page(json.dumps(page))
-        record = json.dumps({**page, "filename": self.output.warc_name})
+        # Redis gets no text: the runner reads a kept WACZ's pages.jsonl for it, off the tick.
+        record = json.dumps({**{k: v for k, v in page.items() if k != "text"},
+                             "filename": self.output.warc_name})
         self.pages_crawled += 1
         return Outcome(entry.url, page=record if self.config.write_pages_to_redis else None,
                        links=tuple(links), assets=tuple(result.requisites))

@@ -6,15 +6,24 @@ Django's autodiscover imports this package: importing it registers every ModelAd
 """
 
 from django.contrib import admin
+from django.urls import path
 
 from crawls.admin import (  # noqa: F401  the registrations
-    collections,  # noqa: F401, I001  the registration (issue 24)
+    collections,
     crawl,
     org,
     schedules,
+    search,
     tokens,
     webhooks,
 )
 from crawls.admin.login import RateLimitedLoginForm
 
 admin.site.login_form = RateLimitedLoginForm  # failed log-ins are limited per address and user
+
+# The search page (/admin/search/, admin:archiver_search): a page of the site, not of a model.
+_model_urls = admin.site.get_urls
+admin.site.get_urls = lambda: [
+    path("search/", admin.site.admin_view(search.search_page), name="archiver_search"),
+    *_model_urls(),
+]

@@ -98,7 +98,7 @@ class ProcessInline(ReadOnlyInline):
 class SnapshotInline(ReadOnlyInline):
     model = Snapshot
     fk_name = "crawl"
-    fields = ("url", "depth", "status", "http_status", "mime", "captured_at")
+    fields = ("url", "title", "depth", "status", "http_status", "mime", "captured_at")
     verbose_name_plural = f"snapshots (newest {INLINE_ROWS})"
 
 
@@ -353,10 +353,10 @@ class CrawlAdmin(admin.ModelAdmin):
 class SnapshotAdmin(admin.ModelAdmin):
     """Every snapshot of a crawl, paginated; reached from the crawl's page."""
 
-    list_display = ("url", "crawl", "depth", "status", "http_status", "captured_at")
-    list_filter = ("status",)
+    list_display = ("url", "title", "crawl", "depth", "status", "http_status", "captured_at")
+    list_filter = ("status", "http_status", "captured_at")
     list_select_related = ("crawl",)
-    search_fields = ("url",)
+    search_fields = ("url", "title")
     raw_id_fields = ("crawl", "parent")
     show_full_result_count = False
     list_per_page = 100

@@ -8,10 +8,13 @@ from ninja import NinjaAPI
 
 from crawls.api import (
     routes_collections,
+
     routes_crawls,
     routes_files,
     routes_orgs,
     routes_schedules,
+
+    routes_search,
     routes_webhooks,
 )
 from crawls.api.auth import StaffSession, TokenAuth
@@ -28,7 +31,8 @@ api = NinjaAPI(
     openapi_url="/openapi.json",
 )
 install_handlers(api)
-for module in (routes_crawls, routes_files, routes_orgs, routes_schedules, routes_webhooks):
+for module in (routes_crawls, routes_files, routes_orgs, routes_schedules, routes_webhooks,
+               routes_search):
     api.add_router("/", module.router)
 api.add_router("/", routes_collections.router)
 

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('crawls', '0016_process_session_counters'),
+        ('crawls', '0017_search'),
     ]
 
     operations = [

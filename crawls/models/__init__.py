@@ -62,3 +62,7 @@ __all__ = [
 from crawls.models.collections import Collection  # noqa: E402  (issue 24)
 
 __all__ += ["Collection"]
+
+from crawls.models.search import INDEX_RETRY, TEXT_INDEXED, PageText  # noqa: E402
+
+__all__ += ["INDEX_RETRY", "TEXT_INDEXED", "PageText"]

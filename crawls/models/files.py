@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from crawls.models.search import IndexQuerySet
+
 
 class CrawlFile(models.Model):
     """An archive file a crawl produced, kept under a data dir or in a bucket (docs/storage.md)."""
@@ -22,6 +24,12 @@ class CrawlFile(models.Model):
         null=True, blank=True, editable=False,
         help_text="CRC-32 of its bytes, computed once for the collection download's zip layout.")
     created_at = models.DateTimeField(default=timezone.now)
+    # Search (crawls/models/search.py): when its page text was indexed; the indexer's lease.
+    indexed_at = models.DateTimeField(null=True, blank=True)
+    index_retry_at = models.DateTimeField(null=True, blank=True)
+    index_error = models.TextField(blank=True, default="")
+
+    objects = IndexQuerySet.as_manager()
 
     class Meta:
         ordering = ["crawl", "created_at"]
@@ -36,6 +44,16 @@ class CrawlFile(models.Model):
         """Keep the CRC-32 read once from the file: the same bytes always have the same one."""
         CrawlFile.objects.filter(pk=self.pk, crc32__isnull=True).update(crc32=value)
         self.crc32 = value
+
+    def mark_indexed(self, now) -> None:
+        """Its page text is in the search index."""
+        self.indexed_at, self.index_retry_at, self.index_error = now, None, ""
+        self.save(update_fields=["indexed_at", "index_retry_at", "index_error"])
+
+    def index_failed(self, error: str, retry_at) -> None:
+        """Its page lists could not be read: tried again at `retry_at`, the reason shown."""
+        self.index_retry_at, self.index_error = retry_at, error[:500]
+        self.save(update_fields=["index_retry_at", "index_error"])
 
 
 class CrawlLog(models.Model):
@@ -55,3 +73,4 @@ class CrawlLog(models.Model):
 
     def __str__(self) -> str:
         return self.message[:80]
+

@@ -79,6 +79,8 @@ class LaunchSpec:
             "--crawlId", self.crawl_id, "--collection", self.crawl_id, "--cwd", cwd,
             "--generateWACZ", "--writePagesToRedis", "--logErrorsToRedis", "--headless",
             "--restartsOnError", "--diskUtilization", str(self.disk_utilization),
+            # The page text in pages.jsonl, for search (the real crawler's default is none).
+            "--text", "to-pages",
             *self.browser_args, *(["--profile", profile] if profile else []),
         ]
 

@@ -12,7 +12,7 @@ import datetime as dt
 from archiver.errors import ArchiverError
 from crawls import admission, alerts, retention, schedules
 from crawls.models import Crawl
-from runner import ending
+from runner import ending, indexing
 from runner.observe import files_bytes
 from runner.state import Runtime
 
@@ -95,3 +95,10 @@ def release_redis_left_over(rt: Runtime, now: dt.datetime) -> bool:
     for crawl in Crawl.objects.final_holding_redis(settled)[:20]:
         found |= ending.release_redis(rt, crawl, crawl.redis_db)
     return found
+
+
+def index_pages(rt: Runtime, now: dt.datetime) -> bool:
+    """The page text of one kept archive into the search index (runner/indexing.py)."""
+    if rt.stopping:
+        return False
+    return indexing.index_next(rt.settings.data_dir, now, rt.stop_event)

@@ -168,12 +168,18 @@ def test_chromium_runs_sandboxed_as_an_unprivileged_user_when_root(spawn):
     assert b"--no-sandbox" not in cmdline
 
 
-@pytest.mark.parametrize("flags", [["--screenshot", "view"], ["--text", "to-pages"],
+@pytest.mark.parametrize("flags", [["--screenshot", "view"],
                                    ["--waitUntil", "load"], ["--lang", "de"],
                                    ["--behaviors", "autoscroll"], ["--chromium", "/x"]])
 def test_browser_flags_without_browser_are_refused(flags):
     with pytest.raises(ConfigError, match="add --browser"):
         parse_args(["--url", "http://example.com/", *flags])
+
+
+def test_text_is_taken_in_http_mode_too_and_judged_there():
+    parse_args(["--url", "http://example.com/", "--text", "to-pages"])  # the runner passes it always
+    with pytest.raises(ConfigError, match="'to-disk' is not one of"):
+        parse_args(["--url", "http://example.com/", "--text", "to-disk"])
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from archiver_crawler.config import parse_args
 from archiver_crawler.errors import ConfigError
-from archiver_crawler.links import extract_css, extract_html
+from archiver_crawler.links import TEXT_LIMIT, extract_css, extract_html
 from archiver_crawler.scope import Seed, normalize_url
 
 
@@ -23,7 +23,7 @@ def test_the_command_line_wins_over_the_config_file(tmp_path):
 
 def test_a_leading_crawl_word_and_the_runner_flags_are_accepted(tmp_path):
     c = config("crawl", "--url", "http://a.test/", "--headless", "--restartsOnError",
-               "--healthCheckPort", "6065", "--pageLimit", "7", "--crawlId", "c9",
+               "--healthCheckPort", "6065", "--pageLimit", "7", "--crawlId", "c9", "--text", "to-pages",
                env={"CRAWLER_HOSTNAME": "crawl-c9-0"})
     assert c.limit == 7 and c.crawl_id == "c9" and c.instance_id == "crawl-c9-0"
     assert c.health_check_port == 6065 and c.restarts_on_error
@@ -94,6 +94,18 @@ def test_links_and_requisites_come_from_one_parse():
     assert out.links == ["http://a.test/b/p.html"]
     assert set(out.requisites) == {f"http://a.test/b/{n}" for n in (
         "s.css", "bg.png", "i.png", "i1.png", "i2.png", "v.jpg", "frame.html", "st.png")}
+
+
+def test_the_page_text_drops_scripts_and_styles_and_collapses_whitespace():
+    body = (b"<html><head><title>T</title><style>p {color: red}</style></head><body>"
+            b"<p>Hello\n\n   <b>brave</b>\tnew</p><script>var secret = 1;</script>"
+            b"<noscript>enable js</noscript><div>world</div></body></html>")
+    assert extract_html(body, "http://127.0.0.1/").text == "Hello brave new world"
+
+
+def test_the_page_text_is_bounded():
+    body = b"<body><p>" + b"word " * 300_000 + b"</p></body>"
+    assert len(extract_html(body, "http://127.0.0.1/").text) == TEXT_LIMIT
 
 
 def test_css_imports_and_urls_are_resolved_against_the_stylesheet():

@@ -53,6 +53,7 @@ def test_a_queued_crawl_is_claimed_launched_and_running_after_one_tick(make_runn
     assert args[args.index("--workers") + 1] == "2"
     assert args[args.index("--crawlId") + 1] == crawl.pk == args[args.index("--collection") + 1]
     assert {"--generateWACZ", "--writePagesToRedis", "--logErrorsToRedis", "--restartsOnError"} <= set(args)
+    assert args[args.index("--text") + 1] == "to-pages"  # the page text, for search
 
 
 def test_claiming_respects_the_hosts_capacity_oldest_first(make_runner, make_crawl, fake):

@@ -1,0 +1,50 @@
+"""The admin's search page, /admin/search/?q= (URL name admin:archiver_search): the archived
+pages matching a query, each with a link that opens its crawl's replay at that page."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.utils.safestring import mark_safe
+
+from crawls import search
+
+PER_PAGE = 20
+MAX_PAGE = 50
+
+
+def search_page(request):
+    if not request.user.has_perm("crawls.view_crawl"):
+        raise PermissionDenied
+    query = request.GET.get("q", "").strip()
+    page = _page_number(request.GET.get("page"))
+    hits, error = [], ""
+    if query:
+        try:
+            hits = search.search(query, limit=PER_PAGE + 1, offset=(page - 1) * PER_PAGE)
+        except search.QueryError as exc:
+            error = str(exc)
+    context = {
+        **admin.site.each_context(request), "title": "Search archived pages", "query": query,
+        "error": error, "page": page, "more": len(hits) > PER_PAGE,
+        "results": [_row(hit) for hit in hits[:PER_PAGE]],
+    }
+    return TemplateResponse(request, "admin/crawls/search.html", context)
+
+
+def _page_number(value: str | None) -> int:
+    return int(value) if value and value.isdigit() and 1 <= int(value) <= MAX_PAGE else 1
+
+
+def _row(hit: search.Hit) -> dict:
+    replay = reverse("admin:crawls_crawl_replay", args=[hit.crawl_id])
+    return {
+        "hit": hit,
+        # Escaped by snippet_html(): only <mark> is markup.
+        "snippet": mark_safe(hit.snippet_html()),
+        "replay": f"{replay}?{urlencode({'url': hit.url})}",
+        "crawl": reverse("admin:crawls_crawl_change", args=[hit.crawl_id]),
+    }

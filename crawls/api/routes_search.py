@@ -1,0 +1,57 @@
+"""/search: the archived pages whose text matches a query (crawls/search.py), ranked, a page
+of results at a time, scoped to the token's org."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from ninja import Query, Router, Schema
+
+from crawls import search
+from crawls.api import pagination
+from crawls.api.auth import need, scope_org_id
+from crawls.api.errors import ERRORS, invalid
+
+router = Router(tags=["search"])
+MAX_OFFSET = 10_000  # ranked results are paged by offset: deep pages cost more, so they end
+
+
+class SearchHit(Schema):
+    crawl: str
+    org: str
+    url: str
+    title: str
+    captured_at: dt.datetime | None
+    file: str
+    snippet: str
+    snippet_html: str
+    rank: float
+
+
+class SearchPage(Schema):
+    items: list[SearchHit]
+    next_cursor: str | None
+
+
+@router.get("/search", response={200: SearchPage, **ERRORS}, summary="Search the archived pages")
+def search_pages(request, q: str = Query(..., max_length=search.MAX_QUERY),
+                 crawl: str | None = Query(None, max_length=32),
+                 since: dt.datetime | None = None, limit: int = Query(20, ge=1, le=100),
+                 cursor: str | None = Query(None, max_length=pagination.MAX_CURSOR)):
+    """Best first. `q`: words (all must appear), `"a phrase"`, `word*`, `a OR b`, `-word` or
+    `NOT word`, `( )` (docs/api.md, Search). `snippet_html` is escaped HTML whose only markup
+    is `<mark>` around the matches. An org-scoped token sees only its org's pages."""
+    need(request, "crawls.view_crawl")
+    offset = pagination.int_cursor(cursor) or 0
+    if offset > MAX_OFFSET:
+        raise invalid(f"results past the first {MAX_OFFSET} are not paged: narrow the query")
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=dt.UTC)
+    try:
+        hits = search.search(q, org=scope_org_id(request), crawl=crawl, since=since,
+                             limit=limit + 1, offset=offset)
+    except search.QueryError as exc:
+        raise invalid(f"q: {exc}") from None
+    more = len(hits) > limit
+    return {"items": [hit.as_dict() for hit in hits[:limit]],
+            "next_cursor": pagination.encode(str(offset + limit)) if more else None}

@@ -1,0 +1,78 @@
+"""`archiver search QUERY [--org SLUG] [--crawl ID] [--since DATE] [--limit N] [--json]`:
+the archived pages whose title or text match, best first (crawls/search.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.core.management.base import CommandError
+from rich.table import Table
+from rich.text import Text
+
+from crawls import search
+from crawls.cli import ArchiverCommand, arg_type, int_arg
+from crawls.models import Crawl, Org
+
+
+def since_date(text: str) -> dt.datetime:
+    """A date (2026-12-01) or a date and time (2026-12-01T10:00, UTC unless it says)."""
+    try:
+        value = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a date like 2026-12-01 or 2026-12-01T10:00") from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+class Command(ArchiverCommand):
+    help = ("Search the text of archived pages. Words must all appear; \"a phrase\", word*, "
+            "a OR b, -word or NOT word, and ( ) work too (docs/cli.md, Search).")
+
+    def add_arguments(self, parser):
+        parser.add_argument("query", metavar="QUERY")
+        parser.add_argument("--org", metavar="SLUG", help="only this org's crawls")
+        parser.add_argument("--crawl", metavar="ID", help="only this crawl (an id or a prefix)")
+        parser.add_argument("--since", type=arg_type(since_date), metavar="DATE",
+                            help="only pages captured since then")
+        parser.add_argument("--limit", type=int_arg, default=20, metavar="N",
+                            help=f"at most N results (1 to {search.MAX_LIMIT}, default 20)")
+        parser.add_argument("--json", action="store_true", help="print the results as JSON")
+
+    def run(self, *, query, org, crawl, since, limit, json, **options):
+        org_id = None
+        if org is not None:
+            org_id = Org.objects.filter(slug=org).values_list("pk", flat=True).first()
+            if org_id is None:
+                raise CommandError(f"--org {org}: no such org")
+        crawl_id = None
+        if crawl is not None:
+            crawl_id = Crawl.objects.by_prefix(crawl).pk
+        try:
+            hits = search.search(query, org=org_id, crawl=crawl_id, since=since, limit=limit)
+        except search.QueryError as exc:
+            raise CommandError(f"search: {exc}") from None
+        if json:
+            self.write_json([hit.as_dict() for hit in hits])
+        elif not hits:
+            self.stdout.write("no page matches")
+        else:
+            self.render(hit_table(hits))
+
+
+def hit_table(hits: list[search.Hit]) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("TITLE", "URL", "CAPTURED", "CRAWL", "SNIPPET"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("CAPTURED", "CRAWL"))
+    for hit in hits:
+        table.add_row(hit.title or "-", hit.url,
+                      hit.captured_at.strftime("%Y-%m-%d %H:%M") if hit.captured_at else "-",
+                      hit.crawl_id[:8], snippet_text(hit.snippet))
+    return table
+
+
+def snippet_text(snippet: str) -> Text:
+    """The snippet with its matches in bold (no markup from the page is interpreted)."""
+    text = Text()
+    for i, part in enumerate(snippet.replace(search.MARK_END, search.MARK_START)
+                             .split(search.MARK_START)):
+        text.append(part, style="bold yellow" if i % 2 else "")
+    return text

@@ -1,0 +1,96 @@
+"""The search index fed from kept archives: the title and text of every page entry of a kept
+WACZ's page lists (pages/pages.jsonl, `--text to-pages`) become PageText rows, which the
+database indexes (crawls/search.py).
+
+Off supervision: a periodic step takes one file per call (`index_next`), whose reading is
+bounded by the page-list limits of runner/archive.py. A file is won with a lease
+(CrawlFile.index_retry_at), and its rows are replaced in one transaction, so a pass that is
+interrupted (a crash, a stop) leaves the file as it was and is taken again when the lease
+runs out; `archiver reindex` asks for files to be indexed again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from django.db import transaction
+
+from crawls.models import INDEX_RETRY, TEXT_INDEXED, CrawlFile, PageText
+from runner import archive
+
+log = logging.getLogger("runner.daemon")
+BATCH = 500
+
+
+def index_next(data_dir: Path, now: dt.datetime, stop: threading.Event | None = None,
+               files: Iterable[CrawlFile] | None = None) -> bool:
+    """Index the next kept file due (of `files`, default every one): whether one was."""
+    queue = CrawlFile.objects.to_index(now) if files is None else files
+    for file in queue.order_by("created_at", "pk")[:5]:
+        if CrawlFile.objects.claim_index(file.pk, file.index_retry_at, now):
+            index_file(data_dir, file, now, stop)
+            return True
+    return False
+
+
+def index_file(data_dir: Path, file: CrawlFile, now: dt.datetime,
+               stop: threading.Event | None = None) -> int:
+    """Replace the file's PageText rows with what its page lists hold: how many."""
+    if file.root.startswith("s3://"):
+        file.index_failed("archives in a bucket are not indexed yet", now + INDEX_RETRY * 48)
+        return 0
+    limits = archive.Limits(stop=stop)
+    try:
+        with transaction.atomic():
+            PageText.objects.filter(file=file).delete()
+            count = 0
+            for batch in batches(page_texts(file, archive.kept_pages(data_dir, file, limits))):
+                PageText.objects.bulk_create(batch)
+                count += len(batch)
+    except (archive.Refused, OSError) as exc:
+        if stop is not None and stop.is_set():  # the runner stops: nothing written, due again
+            file.index_failed("interrupted", now)
+            return 0
+        log.warning("crawl %s: cannot index %s (%s)", file.crawl_id, file.path, exc)
+        file.index_failed(str(exc), now + INDEX_RETRY)
+        return 0
+    file.mark_indexed(now)
+    return count
+
+
+def page_texts(file: CrawlFile, entries: Iterator[dict]) -> Iterator[PageText]:
+    """The entries that are pages (a URL, and a title or a text), as rows."""
+    for entry in entries:
+        url, title, text = entry.get("url"), entry.get("title"), entry.get("text")
+        if not isinstance(url, str) or not url:
+            continue  # the list's header, or not a page
+        title = title if isinstance(title, str) else ""
+        text = text if isinstance(text, str) else ""
+        if title or text:
+            yield PageText(crawl_id=file.crawl_id, file=file, url=url[:8000], title=title[:2000],
+                           text=text[:TEXT_INDEXED], captured_at=_time(entry.get("ts")))
+
+
+def batches(rows: Iterator[PageText]) -> Iterator[list[PageText]]:
+    batch = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _time(value) -> dt.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)

@@ -1,0 +1,30 @@
+"""tests/search/test_search.py again on a real PostgreSQL: the tsvector column, its GIN index,
+ts_rank_cd and ts_headline answer the same queries as SQLite's FTS5."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import claimers
+from tests.pg import SKIP_REASON, fresh_database, server_url
+
+
+@pytest.mark.postgres
+def test_search_behaves_the_same_on_postgresql(tmp_path):
+    url = server_url()
+    if url is None:
+        pytest.skip(SKIP_REASON)
+    with fresh_database(url) as database_url:
+        env = claimers.child_env(database_url, tmp_path)
+        env["PYTHONPATH"] = f"{claimers.ROOT}:{Path(claimers.ROOT) / 'crawler'}"
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "tests/search/test_search.py", "-q",
+             "-p", "no:cacheprovider"],
+            cwd=Path(claimers.ROOT), env=env, capture_output=True, text=True, timeout=400,
+        )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and "skipped" not in done.stdout
