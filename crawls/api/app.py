@@ -8,12 +8,10 @@ from ninja import NinjaAPI
 
 from crawls.api import (
     routes_collections,
-
     routes_crawls,
     routes_files,
     routes_orgs,
     routes_schedules,
-
     routes_search,
     routes_webhooks,
 )
