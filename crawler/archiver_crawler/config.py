@@ -69,6 +69,8 @@ class CrawlConfig:
     allow_networks: tuple[IPNetwork, ...] = ()
     # Where each session's WACZ is uploaded (STORE_* environment variables); None: kept only.
     store: Store | None = None
+    # Ours: revisit records for payloads the org kept already (dedup.py; Redis <id>:dedup).
+    dedup: bool = False
 
     @property
     def collection_dir(self) -> Path:
@@ -86,7 +88,7 @@ class _Parser(argparse.ArgumentParser):
 _LIST_OPTIONS = {"seeds": "seeds", "include": "include", "exclude": "exclude"}
 _FLAGS = (
     "generateWACZ", "writePagesToRedis", "logErrorsToRedis", "headless",
-    "restartsOnError", "useRobots",
+    "restartsOnError", "useRobots", "dedup",
 )
 
 
@@ -204,6 +206,7 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
         restarts_on_error=bool(o.get("restartsOnError", False)),
         allow_networks=_networks(o.get("allowNetworks")),
         store=store_from_env(env),
+        dedup=bool(o.get("dedup", False)),
     )
 
 
