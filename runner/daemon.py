@@ -81,6 +81,7 @@ class Runner:
             ("retention", lambda now: purge(self.rt, now)),
             ("disk", lambda now: periodic.resume_after_disk(self.rt, now)),
             ("redis databases", lambda now: periodic.release_redis_left_over(self.rt, now)),
+            ("dedup index", lambda now: periodic.index_payloads(self.rt, now)),
         ]
         self._reconnect_pending = False
         self._wake: socket.socket | None = None

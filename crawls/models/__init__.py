@@ -56,3 +56,13 @@ __all__ = [
     "elapsed_with_uncounted", "first_text", "month_start", "new_id", "page_loaded",
     "storage_in_progress",
 ]
+
+from crawls.models.dedup import (  # noqa: E402
+    FileDependency,
+    PayloadDigest,
+    Required,
+    check_deletable,
+    dependent_crawls,
+)
+
+__all__ += ["FileDependency", "PayloadDigest", "Required", "check_deletable", "dependent_crawls"]

@@ -19,12 +19,18 @@ class CrawlFile(models.Model):
     size = models.PositiveBigIntegerField()
     sha256 = models.CharField(max_length=64)
     created_at = models.DateTimeField(default=timezone.now)
+    payloads_indexed = models.BooleanField(
+        default=False, help_text="Its payload digests and dependencies are recorded (dedup).")
 
     class Meta:
         ordering = ["crawl", "created_at"]
 
     def __str__(self) -> str:
         return self.path
+
+    def mark_indexed(self) -> None:
+        CrawlFile.objects.filter(pk=self.pk).update(payloads_indexed=True)
+        self.payloads_indexed = True
 
     def summary(self) -> dict:
         return {"path": self.path, "size": self.size, "sha256": self.sha256}

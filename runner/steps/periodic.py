@@ -9,7 +9,7 @@ import contextlib
 import datetime as dt
 
 from archiver.errors import ArchiverError
-from crawls import admission, retention, schedules
+from crawls import admission, dedup, retention, schedules
 from crawls.models import Crawl
 from runner import ending
 from runner.observe import files_bytes
@@ -77,3 +77,9 @@ def release_redis_left_over(rt: Runtime, now: dt.datetime) -> bool:
     for crawl in Crawl.objects.final_holding_redis(settled)[:20]:
         found |= ending.release_redis(rt, crawl, crawl.redis_db)
     return found
+
+
+def index_payloads(rt: Runtime, now: dt.datetime) -> bool:
+    """Payload digests and dependencies of a few kept WACZs not yet indexed (docs/storage.md,
+    "Deduplication"): bounded per pass, resumable (a file is marked once it is done)."""
+    return bool(dedup.index_pending(rt.settings))
