@@ -26,7 +26,16 @@ from archiver.errors import ActionRefused, ConfigError, NotAllowed
 from crawls import wake
 from crawls.config import MAX_REGEXES, MAX_TAGS, CrawlConfig, check_regex, clean_tags, shown
 from crawls.lease import db_now
-from crawls.models import MAX_SCALE, Collection, Crawl, CrawlStatus, Org, WebhookDelivery
+from crawls.models import (
+    MAX_SCALE,
+    Collection,
+    Crawl,
+    CrawlStatus,
+    Org,
+    Required,
+    WebhookDelivery,
+    check_deletable,
+)
 from crawls.retention import delete_all_files
 from crawls.storage import StorageError
 
@@ -239,6 +248,10 @@ def delete(crawl: Crawl, settings: conf.Settings | None = None) -> Done:
     if not crawl.is_final:
         raise ActionRefused(f"cannot delete crawl {crawl.short_id}: it is {crawl.status}",
                             advice="stop or cancel it first")
+    try:
+        check_deletable(crawl)
+    except Required as exc:
+        raise ActionRefused(str(exc), advice="delete those crawls first") from None
     try:
         paths = delete_all_files(crawl, settings or conf.get())
     except (OSError, StorageError) as exc:

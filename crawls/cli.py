@@ -63,6 +63,7 @@ OPTION_FOR_FIELD = {
     "workers": "--workers",
     "scale": "--scale",
     "user_agent": "--user-agent",
+    "dedup": "--dedup",
     "scope_type": "--scope",
     "behaviors": "--behaviors",
     "page_load_timeout": "--page-load-timeout",

@@ -388,6 +388,9 @@ class CrawlConfig(BaseModel):
     scale: int = Field(default=1, ge=1, le=8)
     user_agent: StrictStr | None = None
     use_robots: bool = False
+    dedup: bool | None = Field(
+        default=None, description="revisit records for payloads the org kept already; "
+                                  "None: on for a schedule's crawls, off for one-off crawls")
     # Browser options (None: the crawler's default), taken by browsertrix-crawler only.
     behaviors: Behaviors = None
     page_load_timeout: int | None = Field(default=None, ge=1, le=MAX_WAIT_SECONDS, description="seconds")
@@ -403,7 +406,8 @@ class CrawlConfig(BaseModel):
     def _without_unset_browser_options(self, handler) -> dict:
         # Stored configs, payloads and the API show browser options only when a crawl has them.
         data = handler(self)
-        return {key: value for key, value in data.items() if key not in BROWSER_FLAGS or given(value)}
+        return {key: value for key, value in data.items()
+                if (key not in BROWSER_FLAGS or given(value)) and not (key == "dedup" and value is None)}
 
     @field_validator(*BROWSER_FLAGS)
     @classmethod

@@ -19,7 +19,7 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_safe
 
 from archiver import conf
-from crawls import capability, storage
+from crawls import capability, dedup, storage
 from crawls.downloads import file_name, serve_archive, serve_object
 from crawls.models import Crawl, CrawlFile
 
@@ -54,7 +54,7 @@ def file_url(token: str, crawl_file: CrawlFile) -> str:
 @granted
 def page(request, token: str, crawl: Crawl):
     """ReplayWeb.page for one crawl (what the admin's Replay page frames)."""
-    files = list(crawl.files.order_by("created_at"))
+    files = replay_files(crawl)
     if not files:
         raise Http404("this crawl has no archive files yet")
     source = file_url(token, files[0]) if len(files) == 1 else f"{base(token)}replay.json"
@@ -65,17 +65,23 @@ def page(request, token: str, crawl: Crawl):
 
 @granted
 def package(request, token: str, crawl: Crawl):
-    """Every WACZ of the crawl as one multi-WACZ package for ReplayWeb.page."""
-    resources = [{"name": file_name(f), "path": file_url(token, f), "hash": f"sha256:{f.sha256}",
-                  "crawlId": crawl.id} for f in crawl.files.order_by("created_at")]
-    return JsonResponse({"profile": "multi-wacz-package", "resources": resources},
+    """Every WACZ of the crawl, and those its revisit records point into, as one multi-WACZ
+    package for ReplayWeb.page."""
+    return JsonResponse(dedup.replay_resources(replay_files(crawl), lambda f: file_url(token, f)),
                         headers={"Cache-Control": "no-store"})
+
+
+def replay_files(crawl: Crawl) -> list[CrawlFile]:
+    """The crawl's files, then the kept files they require (deduplicated against)."""
+    return dedup.with_required(list(crawl.files.order_by("created_at")))
 
 
 @granted
 def archive(request, token: str, crawl: Crawl, file_pk: int, name: str):
-    """One WACZ of the crawl, with Range."""
-    crawl_file = get_object_or_404(CrawlFile, pk=file_pk, crawl=crawl)
+    """One WACZ of the crawl, or one it requires (the grant covers those too), with Range."""
+    crawl_file = next((f for f in replay_files(crawl) if f.pk == file_pk), None)
+    if crawl_file is None:
+        raise Http404("no such archive file of this crawl")
     if storage.is_object(crawl_file):
         return serve_object(request, crawl_file, file_name(crawl_file))
     return serve_archive(request, conf.get().data_dir, crawl_file.path, file_name(crawl_file))

@@ -35,7 +35,9 @@ class UnsafePath(ArchiverError):
 def expired(now: dt.datetime, retention_days: float):
     """Finished crawls whose end is more than `retention_days` before `now`, oldest first."""
     cutoff = now - dt.timedelta(days=retention_days)
-    return Crawl.objects.filter(status__in=S.FINAL, finished_at__lt=cutoff).order_by("finished_at")
+    # An archive others were deduplicated against stays until they are gone (docs/lifecycle.md).
+    return (Crawl.objects.filter(status__in=S.FINAL, finished_at__lt=cutoff)
+            .exclude(files__required_by_links__isnull=False).distinct().order_by("finished_at"))
 
 
 def purge_expired(now: dt.datetime, batch: int = 100, settings: conf.Settings | None = None) -> bool:

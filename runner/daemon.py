@@ -83,8 +83,8 @@ class Runner:
             ("disk", lambda now: periodic.resume_after_disk(self.rt, now)),
             ("redis databases", lambda now: periodic.release_redis_left_over(self.rt, now)),
             ("change alerts", lambda now: change_alerts(self.rt, now)),
-
             ("search index", lambda now: periodic.index_pages(self.rt, now)),
+            ("dedup index", lambda now: periodic.index_payloads(self.rt, now)),
         ]
         self._reconnect_pending = False
         self._wake: socket.socket | None = None

@@ -14,6 +14,7 @@ import datetime as dt
 from pathlib import Path
 
 from archiver.errors import CrawlFailed, EngineUnavailable, ImageMissing, LaunchError
+from crawls import dedup
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlStatus, ExitReason, Process, ProcessStatus
 from crawls.profiles import profile_path
@@ -84,7 +85,25 @@ def crawler_config(rt: Runtime, crawl: Crawl, now: dt.datetime) -> dict:
         values["sizeLimit"] = max(config.size_limit - crawl.size_bytes, 1)
     if config.time_limit and not crawl.config_override:
         values["timeLimit"] = max(int(config.time_limit - crawl.elapsed_seconds), 1)
+    if deduplicates(rt, crawl):
+        values["dedup"] = True
     return values
+
+
+def deduplicates(rt: Runtime, crawl: Crawl) -> bool:
+    """Only archiver's own crawler takes --dedup (the real one has no such option here)."""
+    return crawl.dedup_enabled and "browsertrix" not in rt.settings.crawler_name(rt.launcher.name)
+
+
+def hand_known_payloads(rt: Runtime, crawl: Crawl) -> None:
+    """The org's kept payload digests, in the crawl's Redis before its first launch (they
+    stay there until the crawl's database is flushed, for relaunches and scale-ups)."""
+    client = rt.store.client(crawl.redis_db)
+    if client.exists(f"{crawl.pk}:dedup:done"):
+        return
+    count = dedup.hand_to_crawler(client, crawl)
+    client.set(f"{crawl.pk}:dedup:done", count)
+    rt.note(crawl, f"deduplicating against {count} payload(s) the org kept")
 
 
 def browser_profile(rt: Runtime, crawl: Crawl, config: CrawlConfig) -> Path | None:
@@ -113,6 +132,8 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
         raise CrawlFailed(f"cannot prepare its crawler's folder: {exc}") from exc
     config = crawl.launch_config()
     profile = browser_profile(rt, crawl, config)  # before Redis grants anything: it may refuse
+    if deduplicates(rt, crawl):
+        hand_known_payloads(rt, crawl)
     spec = LaunchSpec(
         crawl_id=crawl.pk, instance=process.instance, process_id=process.pk,
         instance_dir=instance_dir, workers=config.workers,

@@ -96,6 +96,9 @@ class CrawlConfig:
     store: Store | None = None
     browser: BrowserConfig | None = None  # --browser: pages loaded in Chromium
 
+    # Ours: revisit records for payloads the org kept already (dedup.py; Redis <id>:dedup).
+    dedup: bool = False
+
     @property
     def collection_dir(self) -> Path:
         return self.cwd / "collections" / self.collection
@@ -112,7 +115,7 @@ class _Parser(argparse.ArgumentParser):
 _LIST_OPTIONS = {"seeds": "seeds", "include": "include", "exclude": "exclude"}
 _FLAGS = (
     "generateWACZ", "writePagesToRedis", "logErrorsToRedis", "headless",
-    "restartsOnError", "useRobots",
+    "restartsOnError", "useRobots", "dedup",
 )
 
 
@@ -245,6 +248,7 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
         allow_networks=_networks(o.get("allowNetworks")),
         store=store_from_env(env),
         browser=_browser(o),
+        dedup=bool(o.get("dedup", False)),
     )
 
 

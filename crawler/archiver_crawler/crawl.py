@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 from archiver_crawler import journal, stop
 from archiver_crawler.config import CrawlConfig
 from archiver_crawler.controls import Controls, disk_full
+from archiver_crawler.dedup import KnownPayloads
 from archiver_crawler.errors import ExitCode, RedisUnavailable
 from archiver_crawler.fetch import Fetcher
 from archiver_crawler.frontier import Frontier
@@ -89,6 +90,10 @@ class Crawler:
             return await self.finish(StopReason.STOPPING)
         if self.config.disk_utilization and disk_full(self.config):
             return await self.finish(StopReason.DISK)
+        if self.config.dedup:
+            self.output.known = await KnownPayloads.load(
+                self.state.redis, self.config.crawl_id, self.config.collection_dir)
+            logger.info("deduplicating against %d payload(s) the org kept", len(self.output.known))
         recorded = await self._record_unrecorded()
         if recorded:
             logger.info("recorded %d page(s) archived before Redis went away", recorded)

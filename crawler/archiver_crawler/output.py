@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from archiver_crawler.config import CrawlConfig
+from archiver_crawler.dedup import KnownPayloads
 from archiver_crawler.errors import UploadFailed
 from archiver_crawler.state import CrawlState
 from archiver_crawler.upload import interpolate, report, upload
@@ -61,12 +62,14 @@ class Output:
         self.dir = config.collection_dir
         self.warc: WarcFile | None = None
         self.pages: PagesFile | None = None
+        self.known: KnownPayloads | None = None  # set at start when the crawl deduplicates
+        self.revisits = 0
 
     def archive(self, exchange: Exchange) -> int:
         """Write one request/response pair to this session's WARC; return the WARC's size."""
         if self.warc is None:
             self.warc = WarcFile(self.dir / "archive", self.instance_id, self.config.collection)
-        self.warc.write(exchange)
+        self.revisits += self.warc.write(exchange, self.known)
         return self.warc.size
 
     def write_records(self, writer) -> int:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from archiver_crawler import __version__
+from archiver_crawler.dedup import required_archives
 from archiver_crawler.warc import sidecar_index_path, url_key
 
 logger = logging.getLogger(__name__)
@@ -183,6 +184,10 @@ def build_wacz(collection_dir: Path, collection: str, main_page: str | None = No
             }
             if main_page:
                 package["mainPageURL"] = main_page
+            requires = required_archives(collection_dir)
+            if requires:
+                # The archives this one's revisit records point into (Browsertrix's field).
+                package["relation"] = {"requires": requires}
             package_bytes = json.dumps(package, indent=2).encode()
             zf.writestr("datapackage.json", package_bytes, compress_type=zipfile.ZIP_STORED)
             digest = {"path": "datapackage.json",

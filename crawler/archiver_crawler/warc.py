@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from archiver_crawler import __version__
+from archiver_crawler.dedup import REVISIT_PROFILE, KnownPayloads
 from archiver_crawler.errors import OutOfSpace
 
 logger = logging.getLogger(__name__)
@@ -98,11 +99,12 @@ class WarcFile:
     def size(self) -> int:
         return self._offset
 
-    def _guard(self, fn, *args) -> None:
+    def _guard(self, fn, *args):
         try:
-            fn(*args)
+            result = fn(*args)
             # Flushed per page: once its outcome is in Redis, its records are in the file.
             self._fh.flush()
+            return result
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise OutOfSpace(f"no space left writing {self.path}") from exc
@@ -117,27 +119,42 @@ class WarcFile:
                 f"Content-Type: application/warc-fields\r\nContent-Length: {len(fields)}\r\n\r\n")
         self._emit(head.encode() + fields + b"\r\n\r\n")
 
-    def write(self, ex: Exchange) -> None:
-        self._guard(self._write_exchange, ex)
+    def write(self, ex: Exchange, known: KnownPayloads | None = None) -> bool:
+        """Write the exchange; True when its response went in as a revisit record (its
+        payload is one `known` has kept already)."""
+        return self._guard(self._write_exchange, ex, known)
 
-    def _write_exchange(self, ex: Exchange) -> None:
+    def _write_exchange(self, ex: Exchange, known: KnownPayloads | None) -> bool:
         date = warc_date(ex.date)
         ip = f"WARC-IP-Address: {ex.ip}\r\n" if ex.ip else ""
         status_line = f"{ex.http_version} {ex.status} {ex.reason}".rstrip()
-        response_block = _http_head(status_line, [
+        head = _http_head(status_line, [
             (f"X-Archive-Orig-{k}" if k.lower() in _RENAMED else k, v)
-            for k, v in ex.response_headers]) + ex.body
+            for k, v in ex.response_headers])
         response_id = _record_id()
         payload_digest = _sha1(ex.body)
-        response = _record("response", ex.url, date, response_id, response_block,
-                           payload_digest, ip)
+        # Only a whole 200 body is stood for by an earlier copy: an empty body gains nothing,
+        # and a redirect or error page is worth keeping as it was.
+        original = (known.revisit_of(payload_digest)
+                    if known is not None and ex.status == 200 and ex.body else None)
+        if original is None:
+            response = _record("response", ex.url, date, response_id, head + ex.body,
+                               payload_digest, ip)
+        else:
+            response = _record(
+                "revisit", ex.url, date, response_id, head, payload_digest,
+                f"{ip}WARC-Profile: {REVISIT_PROFILE}\r\n"
+                f"WARC-Refers-To-Target-URI: {original.url}\r\n"
+                f"WARC-Refers-To-Date: {original.date}\r\n", msgtype="response")
         request_block = _http_head(f"{ex.method} {ex.request_target} {ex.http_version}",
                                    ex.request_headers)
         request = _record("request", ex.url, date, _record_id(), request_block, _EMPTY_SHA1,
                           f"{ip}WARC-Concurrent-To: {response_id}\r\n")
         offset, length = self._emit(response)
         self._emit(request)
-        self._index.append(self._cdxj_line(ex, payload_digest, offset, length))
+        self._index.append(self._cdxj_line(ex, payload_digest, offset, length,
+                                           revisit=original is not None))
+        return original is not None
 
     def write_resource(self, uri: str, content_type: str, body: bytes, date: datetime,
                        extra_headers: list[tuple[str, str]] = ()) -> None:
@@ -167,9 +184,12 @@ class WarcFile:
         self._offset += len(member)
         return offset, len(member)
 
-    def _cdxj_line(self, ex: Exchange, digest: str, offset: int, length: int) -> str:
-        """The line cdxj-indexer would write for this response record."""
+    def _cdxj_line(self, ex: Exchange, digest: str, offset: int, length: int,
+                   revisit: bool = False) -> str:
+        """The line cdxj-indexer would write for this response (or revisit) record."""
         mime = next((v for k, v in ex.response_headers if k.lower() == "content-type"), None)
+        if revisit:
+            mime = "warc/revisit"
         mime_field = f', "mime": {json.dumps(mime.split(";")[0].strip())}' if mime else ""
         stamp = ex.date.astimezone(UTC).strftime("%Y%m%d%H%M%S")
         return (f'{url_key(ex.url)} {stamp} {{"url": {json.dumps(ex.url)}{mime_field}, '
@@ -201,11 +221,11 @@ def _http_head(first_line: str, headers: list[tuple[str, str]]) -> bytes:
 
 
 def _record(kind: str, url: str, date: str, record_id: str, block: bytes, payload_digest: str,
-            extra: str = "") -> bytes:
+            extra: str = "", msgtype: str | None = None) -> bytes:
     head = (f"WARC/1.0\r\nWARC-Type: {kind}\r\nWARC-Record-ID: {record_id}\r\n"
             f"WARC-Date: {date}\r\nWARC-Target-URI: {url}\r\n{extra}"
             f"WARC-Payload-Digest: {payload_digest}\r\nWARC-Block-Digest: {_sha1(block)}\r\n"
-            f"Content-Type: application/http; msgtype={kind}\r\n"
+            f"Content-Type: application/http; msgtype={msgtype or kind}\r\n"
             f"Content-Length: {len(block)}\r\n\r\n")
     return head.encode("utf-8") + block + b"\r\n\r\n"
 

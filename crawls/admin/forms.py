@@ -27,7 +27,7 @@ BROWSER_FIELDS = ("behaviors", "page_load_timeout", "post_load_delay", "wait_unt
                   "screenshot", "lang", "profile")
 CONFIG_FIELDS = ("seeds", "scope_type", "depth", "extra_hops", "page_limit", "size_limit",
                  "time_limit", "include", "exclude", "workers", "scale", "user_agent", "use_robots",
-                 *BROWSER_FIELDS)
+                 "dedup", *BROWSER_FIELDS)
 TEXT_FIELDS = ("user_agent", "behaviors", "wait_until", "screenshot", "lang", "profile")  # "" = not set
 
 
@@ -137,6 +137,11 @@ class CrawlConfigForm(forms.Form):
     user_agent = forms.CharField(required=False, label="User agent", strip=False,
                                  widget=forms.TextInput(attrs={"size": 80}))
     use_robots = forms.BooleanField(required=False, label="Obey robots.txt")
+    dedup = forms.NullBooleanField(
+        required=False, label="Deduplicate",
+        widget=forms.Select(choices=[("", "Default (on for schedules, off for one-off crawls)"),
+                                     ("true", "Yes"), ("false", "No")]),
+        help_text="Store revisit records for payloads the org kept already (docs/storage.md).")
     # Browser options: the CLI's --behaviors ... --profile, for a browsertrix-crawler image only.
     behaviors = forms.CharField(required=False, help_text=f"Browser only. Comma-separated: {', '.join(BEHAVIORS)}; "
                                                           "empty = the crawler's default.")

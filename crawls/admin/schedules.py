@@ -25,7 +25,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         (None, {"fields": ("cron", "next_run_times", "enabled", "org", "tags")}),
         ("Crawl", {"fields": ("seeds", "scope_type", "depth", "extra_hops", "page_limit",
                               "size_limit", "time_limit", "include", "exclude", "workers",
-                              "scale", "user_agent", "use_robots")}),
+                              "scale", "user_agent", "use_robots", "dedup")}),
         ("Browser (browsertrix-crawler only)", {"fields": BROWSER_FIELDS, "classes": ("collapse",)}),
         ("State", {"fields": ("retry_at", "last_crawl", "created_at")}),
     )

@@ -66,3 +66,13 @@ __all__ += ["Collection"]
 from crawls.models.search import INDEX_RETRY, TEXT_INDEXED, PageText  # noqa: E402
 
 __all__ += ["INDEX_RETRY", "TEXT_INDEXED", "PageText"]
+
+from crawls.models.dedup import (  # noqa: E402
+    FileDependency,
+    PayloadDigest,
+    Required,
+    check_deletable,
+    dependent_crawls,
+)
+
+__all__ += ["FileDependency", "PayloadDigest", "Required", "check_deletable", "dependent_crawls"]

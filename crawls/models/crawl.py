@@ -225,6 +225,12 @@ class Crawl(CrawlLimits, UserIntents, RunnerTransitions, Leased):
     def size_human(self) -> str:
         return human_size(self.size_bytes)
 
+    @property
+    def dedup_enabled(self) -> bool:
+        """Whether its crawler writes revisits for payloads the org kept (docs/storage.md)."""
+        chosen = self.launch_config().dedup
+        return self.schedule_id is not None if chosen is None else chosen
+
     def launch_config(self) -> CrawlConfig:
         """What this session crawls: its config, with a failed-pages override applied."""
         return CrawlConfig(**{**self.config, **self.config_override})

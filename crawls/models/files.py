@@ -29,6 +29,9 @@ class CrawlFile(models.Model):
     index_retry_at = models.DateTimeField(null=True, blank=True)
     index_error = models.TextField(blank=True, default="")
 
+    payloads_indexed = models.BooleanField(
+        default=False, help_text="Its payload digests and dependencies are recorded (dedup).")
+
     objects = IndexQuerySet.as_manager()
 
     class Meta:
@@ -36,6 +39,11 @@ class CrawlFile(models.Model):
 
     def __str__(self) -> str:
         return self.path
+
+    def mark_payloads_indexed(self) -> None:
+        """Its payload digests and dependencies are recorded (crawls/dedup.py)."""
+        CrawlFile.objects.filter(pk=self.pk).update(payloads_indexed=True)
+        self.payloads_indexed = True
 
     def summary(self) -> dict:
         return {"path": self.path, "size": self.size, "sha256": self.sha256}

@@ -10,7 +10,7 @@ import contextlib
 import datetime as dt
 
 from archiver.errors import ArchiverError
-from crawls import admission, alerts, retention, schedules
+from crawls import admission, alerts, dedup, retention, schedules
 from crawls.models import Crawl
 from runner import ending, indexing
 from runner.observe import files_bytes
@@ -102,3 +102,8 @@ def index_pages(rt: Runtime, now: dt.datetime) -> bool:
     if rt.stopping:
         return False
     return indexing.index_next(rt.settings.data_dir, now, rt.stop_event)
+
+def index_payloads(rt: Runtime, now: dt.datetime) -> bool:
+    """Payload digests and dependencies of a few kept WACZs not yet indexed (docs/storage.md,
+    "Deduplication"): bounded per pass, resumable (a file is marked once it is done)."""
+    return bool(dedup.index_pending(rt.settings))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from django.core.management.base import CommandError
 
 from crawls import actions
@@ -36,6 +38,9 @@ class Command(ArchiverCommand):
         parser.add_argument("--extra-hops", type=int_arg, default=0, help="hops beyond the scope")
         parser.add_argument("--user-agent", metavar="UA")
         parser.add_argument("--use-robots", action="store_true", help="obey robots.txt")
+        parser.add_argument("--dedup", action=argparse.BooleanOptionalAction, default=None,
+                            help="store revisit records for payloads the org kept already "
+                                 "(default: off for a one-off crawl)")
         add_browser_arguments(parser)
         parser.add_argument("--org", default="default", metavar="SLUG")
         parser.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")
@@ -47,7 +52,7 @@ class Command(ArchiverCommand):
             **{name: options[name] for name in (
                 "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include",
                 "exclude", "workers", "scale", "extra_hops", "user_agent", "use_robots",
-                *BROWSER_OPTIONS,
+                "dedup", *BROWSER_OPTIONS,
             )},
         })
         crawl = actions.add(find_org(org), config, tags)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from django.core.management.base import CommandError
 from rich.table import Table
 
@@ -31,7 +33,7 @@ from crawls.validation import check_cron_text
 
 CONFIG_OPTIONS = (
     "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include", "exclude",
-    "workers", "scale", *BROWSER_OPTIONS,
+    "workers", "scale", "dedup", *BROWSER_OPTIONS,
 )
 
 
@@ -53,6 +55,9 @@ class Command(ArchiverCommand):
         adder.add_argument("--exclude", action="append", default=[], metavar="RX")
         adder.add_argument("--workers", type=int_arg, default=1)
         adder.add_argument("--scale", type=int_arg, default=1)
+        adder.add_argument("--dedup", action=argparse.BooleanOptionalAction, default=None,
+                           help="store revisit records for payloads the org kept already "
+                                "(default: on for a schedule's crawls)")
         add_browser_arguments(adder)
         adder.add_argument("--org", default="default", metavar="SLUG")
         adder.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")

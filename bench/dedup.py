@@ -1,0 +1,136 @@
+"""Benchmark: deduplicated recrawls of tests.sitegen's generated site (127.0.0.1 only).
+
+    .venv/bin/python bench/dedup.py [--pages 2000] [--workers 4] [--pad 20000] [--json]
+
+Crawls the site once with archiver-crawler (private redis-server on a free port), hands the
+payload digests of that WACZ to the next crawls in Redis (`<crawl id>:dedup`, as the runner
+does), then recrawls: unchanged with --dedup, unchanged without it, and with 10 % of the
+pages changed, with --dedup. Prints each crawl's WARC bytes and wall time, the share of the
+first crawl's bytes each deduplicated recrawl stores (targets: <= 5 % unchanged, <= 15 %
+with 10 % changed) and what the lookups add to crawl time (dedup vs not, same recrawl;
+target <= 10 %). `--pad N` adds N bytes of text to every page (sitegen's pages are ~0.5 kB,
+smaller than their own HTTP headers; real pages are tens of kB); `--pad 0` shows the bare site.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.crawl import start_redis  # noqa: E402
+from tests.sitegen import Response, serve_site  # noqa: E402
+
+CRAWLER = str(Path(sys.executable).parent / "archiver-crawler")
+
+
+def crawl(site_url: str, redis_port: int, cwd: Path, crawl_id: str, workers: int,
+          dedup: bool) -> dict:
+    cmd = [CRAWLER, "--url", site_url, "--redisStoreUrl", f"redis://127.0.0.1:{redis_port}/0",
+           "--crawlId", crawl_id, "--collection", "coll", "--cwd", str(cwd), "--workers",
+           str(workers), "--scopeType", "prefix", "--generateWACZ", "--diskUtilization", "0",
+           "--allowNetworks", "127.0.0.0/8", *(["--dedup"] if dedup else [])]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          env={**os.environ, "CRAWLER_HOSTNAME": f"crawl-{crawl_id}-0"})
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"crawl {crawl_id} failed: {proc.stderr.decode()[-2000:]}")
+    coll = cwd / "collections" / "coll"
+    warc_bytes = sum(p.stat().st_size for p in (coll / "archive").glob("*.warc.gz"))
+    with zipfile.ZipFile(coll / "coll.wacz") as zf:
+        index = [json.loads(line.split(" ", 2)[2])
+                 for line in zf.read("indexes/index.cdxj").decode().splitlines()]
+    revisits = sum(1 for e in index if e.get("mime") == "warc/revisit")
+    return {"wall": wall, "bytes": warc_bytes, "records": len(index), "revisits": revisits,
+            "index": index}
+
+
+def hand_digests(redis_port: int, crawl_id: str, index: list[dict]) -> None:
+    import redis
+
+    client = redis.Redis(port=redis_port)
+    mapping = {e["digest"]: f"2026-01-01T00:00:00Z f1 {e['url']}" for e in index
+               if e.get("status") == "200" and e.get("mime") != "warc/revisit"}
+    client.hset(f"{crawl_id}:dedup", mapping=mapping)
+    client.hset(f"{crawl_id}:dedup:files", "f1", json.dumps(
+        {"filename": "first.wacz", "hash": "sha256:" + "0" * 64, "crawlId": "first"}))
+    client.close()
+
+
+def pad_pages(site, pad: int, salt: str = "") -> None:
+    words = ["archive", "crawl", "page", "record", "payload", "digest", "replay", "site"]
+    for path, response in list(site.routes.items()):
+        if path.endswith(".html") or path == "/gen/":
+            rng = random.Random(path + salt)
+            text = " ".join(rng.choice(words) + str(rng.randrange(1000))
+                            for _ in range(pad // 10)).encode()[:pad]
+            body = response.body.replace(b"</body>", b"<p>" + text + b"</p></body>")
+            site.routes[path] = Response(status=response.status, body=body,
+                                         content_type=response.content_type)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pages", type=int, default=2000)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--pad", type=int, default=20000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-dedup-") as tmp, \
+            serve_site(pages=args.pages) as site:
+        work = Path(tmp)
+        redis_proc, port = start_redis(work)
+        try:
+            if args.pad:
+                pad_pages(site, args.pad)
+            first = crawl(site.url, port, work / "first", "first", args.workers, False)
+            for crawl_id in ("same-dedup", "changed-dedup"):
+                hand_digests(port, crawl_id, first["index"])
+            same = crawl(site.url, port, work / "same", "same-dedup", args.workers, True)
+            plain = crawl(site.url, port, work / "plain", "same-plain", args.workers, False)
+            pages = sorted(p for p in site.routes if p.startswith("/gen/p"))
+            changed = random.Random(7).sample(pages, len(pages) // 10)
+            for path in changed:
+                old = site.routes[path]
+                site.routes[path] = Response(body=old.body.replace(b"</body>",
+                                                                   b"<p>changed</p></body>"))
+            diff = crawl(site.url, port, work / "changed", "changed-dedup", args.workers, True)
+        finally:
+            redis_proc.kill()
+            redis_proc.wait()
+    result = {
+        "pages": args.pages, "pad": args.pad, "workers": args.workers,
+        "first_bytes": first["bytes"], "first_wall": round(first["wall"], 2),
+        "unchanged_bytes": same["bytes"], "unchanged_revisits": same["revisits"],
+        "unchanged_share": round(same["bytes"] / first["bytes"], 4),
+        "changed_bytes": diff["bytes"], "changed_revisits": diff["revisits"],
+        "changed_share": round(diff["bytes"] / first["bytes"], 4),
+        "recrawl_wall_dedup": round(same["wall"], 2), "recrawl_wall_plain": round(plain["wall"], 2),
+        "lookup_overhead": round(same["wall"] / plain["wall"] - 1, 4),
+    }
+    print(f"pages {args.pages} (+{args.pad} bytes of text each), {args.workers} workers")
+    print(f"first crawl:          {first['bytes']:>12,} bytes  {first['wall']:.1f} s")
+    print(f"unchanged, --dedup:   {same['bytes']:>12,} bytes  {same['wall']:.1f} s  "
+          f"{result['unchanged_share']:.1%} of the first (target <= 5 %), "
+          f"{same['revisits']} revisits")
+    print(f"10 % changed, --dedup:{diff['bytes']:>12,} bytes  {diff['wall']:.1f} s  "
+          f"{result['changed_share']:.1%} of the first (target <= 15 %)")
+    print(f"unchanged, no dedup:  {plain['bytes']:>12,} bytes  {plain['wall']:.1f} s; "
+          f"lookups add {result['lookup_overhead']:+.1%} (target <= 10 %)")
+    if args.json:
+        print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Deduplication in archiver's database: kept WACZs indexed (payload digests, first holder
+wins; the archives they require), the digests handed to a crawler in Redis, replay loading
+what a crawl requires, and the dependency rules on deletion and expiry."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import redis
+from archiver_crawler.dedup import KnownPayloads
+from archiver_crawler.wacz import build_wacz
+from archiver_crawler.warc import Exchange, WarcFile
+from django.utils import timezone
+
+from archiver import conf
+from archiver.errors import ActionRefused
+from crawls import actions, dedup, retention
+from crawls.config import CrawlConfig
+from crawls.models import Crawl, CrawlFile, CrawlStatus, FileDependency, Org, PayloadDigest
+
+pytestmark = pytest.mark.django_db
+WHEN = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+
+
+def exchange(url: str, body: bytes) -> Exchange:
+    return Exchange(url=url, method="GET", request_target="/", request_headers=[("Host", "x")],
+                    http_version="HTTP/1.1", status=200, reason="OK",
+                    response_headers=[("Content-Type", "text/html")], body=body, date=WHEN)
+
+
+def kept_wacz(data_dir: Path, crawl: Crawl, pages: dict[str, bytes],
+              known: KnownPayloads | None = None) -> CrawlFile:
+    """A real WACZ written by archiver's crawler code, recorded as the crawl's kept file."""
+    work = data_dir / "work" / crawl.pk / "collections" / "coll"
+    warc = WarcFile(work / "archive", "i0", "coll")
+    for url, body in pages.items():
+        warc.write(exchange(url, body), known)
+    warc.close()
+    wacz = build_wacz(work, "coll")
+    relative = f"archives/{crawl.pk}/coll.wacz"
+    target = data_dir / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    wacz.rename(target)
+    data = target.read_bytes()
+    return CrawlFile.objects.create(crawl=crawl, path=relative, size=len(data),
+                                    sha256=hashlib.sha256(data).hexdigest())
+
+
+def finished_crawl(schedule=None) -> Crawl:
+    crawl = Crawl.create(Org.objects.get(slug="default"), CrawlConfig(seeds=["http://x/"]),
+                         schedule=schedule)
+    Crawl.objects.filter(pk=crawl.pk).update(status=CrawlStatus.COMPLETE,
+                                             finished_at=timezone.now() - dt.timedelta(days=30))
+    crawl.refresh_from_db()
+    return crawl
+
+
+@pytest.fixture
+def two_crawls(conf_data_dir, redis_url):
+    """A first crawl kept and indexed, and a second deduplicated against it."""
+    first, second = finished_crawl(), finished_crawl()
+    first_file = kept_wacz(conf_data_dir, first, {"http://x/a": b"same", "http://x/b": b"old"})
+    assert dedup.index_pending(conf.get()) == 1
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    assert dedup.hand_to_crawler(client, second) == 2
+    entries = client.hgetall(f"{second.pk}:dedup")
+    files = client.hgetall(f"{second.pk}:dedup:files")
+    client.delete(f"{second.pk}:dedup", f"{second.pk}:dedup:files")
+    client.close()
+    known = KnownPayloads(entries, files, conf_data_dir / "work" / second.pk / "collections" / "coll")
+    second_file = kept_wacz(conf_data_dir, second, {"http://x/a": b"same", "http://x/b": b"new"},
+                            known)
+    assert dedup.index_pending(conf.get()) == 1
+    return first, first_file, second, second_file
+
+
+def test_a_kept_wacz_is_indexed_once_per_payload_and_names_what_it_requires(two_crawls):
+    first, first_file, second, second_file = two_crawls
+    holders = dict(PayloadDigest.objects.values_list("url", "crawl_file_id"))
+    # "same" stays with its first holder; the second crawl adds only its new payload.
+    assert PayloadDigest.objects.count() == 3
+    assert holders["http://x/a"] == first_file.pk
+    assert PayloadDigest.objects.get(crawl_file=first_file, url="http://x/a").date == (
+        "2026-01-02T03:04:05Z")
+    assert list(FileDependency.objects.values_list("file_id", "required_id")) == [
+        (second_file.pk, first_file.pk)]
+    assert CrawlFile.objects.filter(payloads_indexed=False).count() == 0
+    assert dedup.index_pending(conf.get()) == 0
+
+
+def test_replay_of_a_deduplicated_crawl_lists_the_archive_it_requires(two_crawls):
+    first, first_file, second, second_file = two_crawls
+    package = dedup.replay_resources(dedup.with_required([second_file]), lambda f: f"/f/{f.pk}")
+    assert [(r["path"], r["crawlId"]) for r in package["resources"]] == [
+        (f"/f/{second_file.pk}", second.pk), (f"/f/{first_file.pk}", first.pk)]
+    assert package["resources"][1]["hash"] == f"sha256:{first_file.sha256}"
+
+
+def test_deleting_a_crawl_others_depend_on_is_refused_naming_them(two_crawls):
+    first, first_file, second, second_file = two_crawls
+    with pytest.raises(ActionRefused) as refused:
+        actions.delete(first)
+    assert second.short_id in str(refused.value)
+    assert Path(conf.get().data_dir / first_file.path).exists()
+    assert Crawl.objects.filter(pk=first.pk).exists()
+    actions.delete(second)  # the dependent goes first; then the archive it needed may go
+    actions.delete(first)
+    assert not Crawl.objects.filter(pk__in=[first.pk, second.pk]).exists()
+
+
+def test_expiry_keeps_an_archive_until_its_dependents_are_gone(two_crawls):
+    first, first_file, second, second_file = two_crawls
+    settings = conf.get().__class__(data_dir=conf.get().data_dir, retention_days=7)
+    Crawl.objects.filter(pk=second.pk).update(finished_at=timezone.now())  # not expired yet
+    retention.purge_expired(timezone.now(), settings=settings)
+    assert Crawl.objects.filter(pk=first.pk).exists()
+    Crawl.objects.filter(pk=second.pk).update(finished_at=timezone.now() - dt.timedelta(days=30))
+    retention.purge_expired(timezone.now(), settings=settings)
+    retention.purge_expired(timezone.now(), settings=settings)
+    assert not Crawl.objects.filter(pk__in=[first.pk, second.pk]).exists()
+
+
+def test_dedup_is_on_by_default_for_schedules_only():
+    one_off = Crawl.create(Org.objects.get(slug="default"), CrawlConfig(seeds=["http://x/"]))
+    chosen = Crawl.create(Org.objects.get(slug="default"),
+                          CrawlConfig(seeds=["http://x/"], dedup=True))
+    assert (one_off.dedup_enabled, chosen.dedup_enabled) == (False, True)
+    assert "dedup" not in one_off.config
+
+
+def test_the_wacz_of_a_deduplicated_crawl_names_the_required_archive(two_crawls):
+    import zipfile
+
+    first, first_file, second, second_file = two_crawls
+    with zipfile.ZipFile(conf.get().data_dir / second_file.path) as zf:
+        package = json.loads(zf.read("datapackage.json"))
+    assert package["relation"]["requires"] == [dedup.requirement(first_file)]
