@@ -14,8 +14,9 @@ from django.utils import timezone
 from tests.api.servers import database_file, empty_tables, gunicorn
 from tests.profile_tars import good_profile
 
+# The test server has ARCHIVER_CHROMIUM=none (tests/conftest.py): the message says so.
 HTTP_ONLY = ("needs browser mode; archiver's own crawler archiver/crawler:0.1.0 fetches over HTTP only "
-             "here: browser mode is off for this crawl")
+             "here: no Chromium was found (install the chromium package, or set ARCHIVER_CHROMIUM)")
 REAL_ONLY = ("needs browsertrix-crawler; archiver's own crawler archiver/crawler:0.1.0 does not take it "
              "(set ARCHIVER_CRAWLER_IMAGE to a browsertrix-crawler image)")
 OPTIONS = {"behaviors": ["autoscroll", "autoplay"], "page_load_timeout": 30, "post_load_delay": 2,
