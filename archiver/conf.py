@@ -15,6 +15,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -56,6 +57,7 @@ ENV = {
     "archive_max_bytes": "ARCHIVER_ARCHIVE_MAX_BYTES",
     "docker_timeout": "ARCHIVER_DOCKER_TIMEOUT",
     "local_crawler_command": "ARCHIVER_LOCAL_CRAWLER_COMMAND",
+    "chromium": "ARCHIVER_CHROMIUM",
     "crawl_allow_networks": "ARCHIVER_CRAWL_ALLOW_NETWORKS",
     "crawl_log_mb": "ARCHIVER_CRAWL_LOG_MB",
     "swarm_constraints": "ARCHIVER_SWARM_CONSTRAINTS",
@@ -110,6 +112,20 @@ class S3Target:
 CONSTRAINT = re.compile(r"[A-Za-z0-9_.-]+ *(==|!=) *[^\s,]+")
 
 
+# Where Chromium is looked for, in this order (the crawler's --chromium default too).
+CHROMIUM_NAMES = ("/usr/bin/chromium", "chromium", "chromium-browser")
+IMAGE_CHROMIUM = "/usr/bin/chromium"  # Debian's, in the image build-crawler-image.sh builds
+
+
+def find_chromium() -> str | None:
+    """The first Chromium of CHROMIUM_NAMES on this host, or None."""
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
 def default_crawler_image() -> str:
     return f"archiver/crawler:{CRAWLER_VERSION}"
 
@@ -141,6 +157,9 @@ class Settings(BaseModel):
     docker_timeout: float | None = Field(default=None, gt=0, le=60)
     # Replaces archiver-crawler for the local launcher (e.g. browsertrix-crawler from source).
     local_crawler_command: tuple[str, ...] = ()
+    # The Chromium archiver's own crawler drives in browser mode under the local launcher;
+    # `none`: no Chromium anywhere, so new crawls default to HTTP mode.
+    chromium: str | None = None
     # CIDRs the crawl address policy opens for every crawl (docs/security.md); none by default.
     crawl_allow_networks: tuple[str, ...] = ()
     # Reverse proxies in front of the admin (addresses or CIDRs) whose X-Forwarded-For names
@@ -382,6 +401,30 @@ class Settings(BaseModel):
             return any("browsertrix" in part.lower() for part in self.local_crawler_command)
         repository = self.crawler_image.rsplit("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
         return "browsertrix" in repository.lower()
+
+    def chromium_path(self, launcher: str | None = None) -> str | None:
+        """The Chromium archiver's own crawler would drive for that launcher, or None.
+
+        The local launcher: this host's, ARCHIVER_CHROMIUM or else the first of CHROMIUM_NAMES
+        (the crawler's own default order). An image: the one scripts/build-crawler-image.sh
+        installs; the engine is not asked, so judging an `add` needs no engine.
+        ARCHIVER_CHROMIUM=none: none anywhere."""
+        if self.chromium == "none":
+            return None
+        if (launcher or self.launcher) != "local":
+            return IMAGE_CHROMIUM
+        if self.chromium:
+            return self.chromium if os.path.isfile(self.chromium) and os.access(self.chromium, os.X_OK) else None
+        return find_chromium()
+
+    @field_validator("chromium")
+    @classmethod
+    def _chromium(cls, value: str | None) -> str | None:
+        if value is None or value == "none":
+            return value
+        if not os.path.isabs(value) or "\0" in value:
+            raise ValueError("must be the absolute path of a Chromium, or none")
+        return value
 
     @field_validator("trusted_proxies", mode="before")
     @classmethod

@@ -65,6 +65,7 @@ OPTION_FOR_FIELD = {
     "user_agent": "--user-agent",
     "dedup": "--dedup",
     "scope_type": "--scope",
+    "browser": "--browser",
     "behaviors": "--behaviors",
     "page_load_timeout": "--page-load-timeout",
     "post_load_delay": "--post-load-delay",
@@ -260,6 +261,8 @@ def config_error_line(exc: ValidationError) -> str:
     option = OPTION_FOR_FIELD.get(field, field)
     if error["type"] == "browser_crawler":  # about the option, whatever its value
         return f"{option} {message}"
+    if error["type"] == "browser_mode":
+        return f"{'--browser' if error.get('input') else '--no-browser'}: {message}"
     value = error.get("input")
     echo = "input" in error and not isinstance(value, list | dict) and field not in RANGE_TEXT
     if echo and field not in CHOICE_LISTS and not (isinstance(value, str) and shown(value) in message):

@@ -284,12 +284,14 @@ Regexes = Annotated[list[StrictStr], Field(max_length=MAX_REGEXES)]
 BEHAVIORS = ("autoscroll", "autoplay", "autofetch", "autoclick", "siteSpecific")
 WAIT_UNTIL = ("load", "domcontentloaded", "networkidle0", "networkidle2")
 SCREENSHOTS = ("view", "thumbnail", "fullPage", "fullPageFinal")
-# Field → the real crawler's flag; a crawler that fetches over HTTP only takes none of them.
+# Field → the real crawler's flag; archiver's own crawler takes them in browser mode only,
+# and not the ones in REAL_CRAWLER_ONLY.
 BROWSER_FLAGS = {
     "behaviors": "--behaviors", "page_load_timeout": "--pageLoadTimeout",
     "post_load_delay": "--postLoadDelay", "wait_until": "--waitUntil", "block_ads": "--blockAds",
     "screenshot": "--screenshot", "lang": "--lang", "profile": "--profile",
 }
+REAL_CRAWLER_ONLY = ("block_ads", "profile")
 MAX_WAIT_SECONDS = 3600
 # The two-letter ISO 639-1 codes: the only --lang browsertrix-crawler takes (anything else,
 # de-DE too, makes it quit at launch with exit 17), so the only ones archiver accepts.
@@ -363,11 +365,14 @@ def check_profile_name(value: str) -> str:
 
 def input_context() -> dict:
     """What judging new crawl input needs to know beyond the values: the crawler archiver
-    drives, when it fetches over HTTP only (browser options are then refused)."""
+    drives, whether it is archiver's own (browser mode only with a Chromium), and the
+    Chromium found for the configured launcher (archiver.conf.Settings.chromium_path)."""
     from archiver import conf  # here only: the rest of this module needs no settings
 
     settings = conf.get()
-    return {} if settings.browser_crawler() else {"http_only_crawler": settings.crawler_name()}
+    own = not settings.browser_crawler()
+    return {"crawler": settings.crawler_name(), "own_crawler": own,
+            "chromium": settings.chromium_path() if own else None}
 
 
 class CrawlConfig(BaseModel):
@@ -391,7 +396,12 @@ class CrawlConfig(BaseModel):
     dedup: bool | None = Field(
         default=None, description="revisit records for payloads the org kept already; "
                                   "None: on for a schedule's crawls, off for one-off crawls")
-    # Browser options (None: the crawler's default), taken by browsertrix-crawler only.
+    # Browser mode of archiver's own crawler; None (auto) is resolved when the crawl is added,
+    # so its mode never changes between launches. Declared before the options it allows.
+    browser: bool | None = Field(default=None, validate_default=True,
+                                 description="None: browser mode when a Chromium is found")
+    # Browser options (None: the crawler's default): browsertrix-crawler, or archiver's own
+    # crawler in browser mode.
     behaviors: Behaviors = None
     page_load_timeout: int | None = Field(default=None, ge=1, le=MAX_WAIT_SECONDS, description="seconds")
     post_load_delay: int | None = Field(default=None, ge=0, le=MAX_WAIT_SECONDS, description="seconds")
@@ -404,23 +414,60 @@ class CrawlConfig(BaseModel):
 
     @model_serializer(mode="wrap")
     def _without_unset_browser_options(self, handler) -> dict:
-        # Stored configs, payloads and the API show browser options only when a crawl has them.
+        # Stored configs, payloads and the API show browser options only when a crawl has them,
+        # and the mode once it is resolved (crawls stored before it have none: HTTP mode).
         data = handler(self)
         return {key: value for key, value in data.items()
-                if (key not in BROWSER_FLAGS or given(value)) and not (key == "dedup" and value is None)}
+                if (key not in BROWSER_FLAGS or given(value))
+                and not (key in ("dedup", "browser") and value is None)}
+
+    @field_validator("browser")
+    @classmethod
+    def _browser_mode(cls, value: bool | None, info: ValidationInfo) -> bool | None:
+        context = info.context
+        if context is None:  # a stored crawl keeps the mode it was added with
+            return value
+        if not context.get("own_crawler"):
+            if value is False:
+                raise PydanticCustomError(
+                    "browser_mode",
+                    "the configured crawler {crawler} always drives a browser; HTTP mode needs archiver's "
+                    "own crawler (leave ARCHIVER_CRAWLER_IMAGE at its default)",
+                    {"crawler": context.get("crawler")},
+                )
+            return True
+        if value is None:
+            return context.get("chromium") is not None
+        if value and context.get("chromium") is None:
+            raise PydanticCustomError(
+                "browser_mode",
+                "no Chromium found for archiver's own crawler (install the chromium package, or set "
+                "ARCHIVER_CHROMIUM to its path)", {},
+            )
+        return value
 
     @field_validator(*BROWSER_FLAGS)
     @classmethod
     def _needs_a_browser(cls, value, info: ValidationInfo):
         # Only new input is judged (parse() passes the context): a stored crawl stays readable
         # whatever crawler is configured later.
-        crawler = (info.context or {}).get("http_only_crawler")
-        if crawler and given(value):
+        context = info.context
+        if context is None or not context.get("own_crawler") or not given(value):
+            return value
+        if info.field_name in REAL_CRAWLER_ONLY:
             raise PydanticCustomError(
                 "browser_crawler",
-                "needs a browser crawler; the configured crawler {crawler} fetches over HTTP only "
+                "needs browsertrix-crawler; archiver's own crawler {crawler} does not take it "
                 "(set ARCHIVER_CRAWLER_IMAGE to a browsertrix-crawler image)",
-                {"crawler": crawler},
+                {"crawler": context.get("crawler")},
+            )
+        if not info.data.get("browser"):
+            why = ("no Chromium was found (install the chromium package, or set ARCHIVER_CHROMIUM)"
+                   if context.get("chromium") is None else "browser mode is off for this crawl")
+            raise PydanticCustomError(
+                "browser_crawler",
+                "needs browser mode; archiver's own crawler {crawler} fetches over HTTP only here: {why}",
+                {"crawler": context.get("crawler"), "why": why},
             )
         return value
 
@@ -454,6 +501,7 @@ class CrawlConfig(BaseModel):
             raise ConfigError(first_error(exc, model=cls)) from None
 
     def uses_browser(self) -> bool:
+        """Whether any browser option is set (not the mode: see `browser`)."""
         return any(given(getattr(self, name)) for name in BROWSER_FLAGS)
 
     def browser_args(self) -> list[str]:
@@ -469,6 +517,15 @@ class CrawlConfig(BaseModel):
             else:
                 args += [flag, ",".join(value) if isinstance(value, list) else str(value)]
         return args
+
+    def own_crawler_args(self, chromium: str | None = None) -> list[str]:
+        """archiver's own crawler's flags (docs/crawlers.md): in browser mode --browser, the
+        browser options and, when given, which Chromium (every crawler gets --text to-pages:
+        LaunchSpec.crawler_args)."""
+        if not self.browser:
+            return []
+        return ["--browser", *self.browser_args(),
+                *(["--chromium", chromium] if chromium else [])]
 
     def crawler_config(self, page_limit: int | None) -> dict:
         """The crawler's own config file (the real option names, see crawler-protocol.md)."""

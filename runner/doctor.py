@@ -27,7 +27,10 @@ from runner.launchers.docker import OWN_IMAGE, image_fix
 from runner.redis_server import EmbeddedRedis, RedisEndpoint, parse_url
 
 PING_TIMEOUT = 2.0
-VERSION_TIMEOUT = 10.0  # seconds the local crawler gets to print its version
+VERSION_TIMEOUT = 10.0  # seconds the local crawler (or Chromium) gets to print its version
+CHROMIUM_LABEL = "org.archiver.chromium"  # scripts/build-crawler-image.sh: where the image's Chromium is
+BROWSER_DEFAULT = "new crawls default to browser mode (add --no-browser for HTTP only)"
+HTTP_DEFAULT = "new crawls default to HTTP mode"
 BROWSERTRIX_SOURCE = "github.com/webrecorder/browsertrix-crawler"
 
 
@@ -66,10 +69,13 @@ def run_checks(settings: Settings) -> list[Finding]:
             engine = check_engine(launcher)
             findings += [engine, check_image(launcher) if not engine.failed
                          else skip("crawler image", f"{launcher.image}: not checked without an engine")]
+            findings.append(check_image_browser(settings, launcher) if not engine.failed
+                            else skip("browser", "the image's Chromium: not checked without an engine"))
         finally:
             launcher.close()
     else:
-        findings += [ok("docker engine", f"not used: {why_local(settings)}"), check_local_crawler(settings)]
+        findings += [ok("docker engine", f"not used: {why_local(settings)}"), check_local_crawler(settings),
+                     check_local_browser(settings)]
     return [*findings, check_disk(settings), check_data_dir(settings)]
 
 
@@ -205,7 +211,7 @@ def check_image(launcher: DockerLauncher) -> Finding:
 
 def crawler_kind(image: str, labels: dict[str, str]) -> str:
     if labels.get("org.opencontainers.image.title") == "archiver-crawler" or image.startswith(OWN_IMAGE):
-        return "archiver's own crawler (HTTP only, no browser)"
+        return "archiver's own crawler (HTTP, or Chromium in browser mode)"
     if BROWSERTRIX_SOURCE in labels.get("org.opencontainers.image.source", "") or "browsertrix-crawler" in image:
         return "webrecorder's browsertrix-crawler (a browser)"
     return "a crawler archiver does not know (it must speak browsertrix-crawler's protocol)"
@@ -225,6 +231,60 @@ def check_local_crawler(settings: Settings) -> Finding:
     lines = result.stdout.strip().splitlines()
     version = lines[0][:100] if result.returncode == 0 and lines else "unknown"
     return ok("crawler", f"local command `{shlex.join(command)[:200]}`, version {version}")
+
+
+# --- the browser of archiver's own crawler --------------------------------------------------
+
+
+def check_local_browser(settings: Settings) -> Finding:
+    """Which Chromium archiver's own crawler drives here, and so which mode `add` picks."""
+    if settings.browser_crawler("local"):
+        return ok("browser", f"{settings.crawler_name('local')} drives its own browser: every crawl is a browser crawl")
+    path = settings.chromium_path("local")
+    if path is None:
+        if settings.chromium == "none":
+            return ok("browser", f"ARCHIVER_CHROMIUM=none: {HTTP_DEFAULT} (--browser is refused)")
+        if settings.chromium:
+            return fail("browser", f"ARCHIVER_CHROMIUM={settings.chromium} is not an executable file",
+                        "point ARCHIVER_CHROMIUM at a Chromium, unset it, or set it to none")
+        return ok("browser", f"no Chromium found (/usr/bin/chromium, chromium, chromium-browser): {HTTP_DEFAULT}; "
+                             "install the chromium package for browser mode")
+    version = chromium_version(path)
+    if version is None:
+        return fail("browser", f"{path} --version failed: it may not be a Chromium",
+                    "install the chromium package, or point ARCHIVER_CHROMIUM at a working one")
+    return ok("browser", f"{path}: {version}; {BROWSER_DEFAULT}")
+
+
+def chromium_version(path: str) -> str | None:
+    try:
+        result = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                timeout=VERSION_TIMEOUT, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = result.stdout.strip().splitlines()
+    return lines[0][:100] if result.returncode == 0 and lines else None
+
+
+def check_image_browser(settings: Settings, launcher: DockerLauncher) -> Finding:
+    """The image's Chromium, as its label says (the engine is not asked to run it)."""
+    image = launcher.image
+    if settings.browser_crawler():
+        return ok("browser", f"{image} drives its own browser: every crawl is a browser crawl")
+    if settings.chromium_path() is None:
+        return ok("browser", f"ARCHIVER_CHROMIUM=none: {HTTP_DEFAULT} (--browser is refused)")
+    try:
+        labels = launcher.image_labels()
+    except LaunchError as exc:
+        return fail("browser", f"{image}: {exc}", "see the Docker engine's log")
+    if labels is None:
+        return skip("browser", f"{image} is not on the Docker engine: its Chromium is not checked")
+    found = labels.get(CHROMIUM_LABEL)
+    if not found:
+        return fail("browser", f"{image} carries no Chromium (no {CHROMIUM_LABEL} label), yet {BROWSER_DEFAULT}",
+                    "rebuild it with scripts/build-crawler-image.sh, or set ARCHIVER_CHROMIUM=none")
+    return ok("browser", f"{image}: {found} ({labels.get(CHROMIUM_LABEL + '.version', 'version unknown')}); "
+                         f"{BROWSER_DEFAULT}")
 
 
 # --- the disk and the data dir ---------------------------------------------------------------

@@ -110,9 +110,13 @@ def browser_profile(rt: Runtime, crawl: Crawl, config: CrawlConfig) -> Path | No
     """The profile file a crawl's instances mount, after checking this runner can launch its
     browser options at all; CrawlFailed (with the profile's name only) when it cannot."""
     launcher = rt.launcher.name
-    if config.uses_browser() and not rt.settings.browser_crawler(launcher):
-        raise CrawlFailed(f"its browser options need a browser crawler; this runner's crawler "
-                          f"{rt.settings.crawler_name(launcher)} fetches over HTTP only")
+    own = not rt.settings.browser_crawler(launcher)
+    if own and config.uses_browser() and not config.browser:
+        raise CrawlFailed(f"its browser options need browser mode; this runner's crawler "
+                          f"{rt.settings.crawler_name(launcher)} runs it over HTTP only")
+    if own and (config.block_ads or config.profile):
+        raise CrawlFailed(f"its --block-ads or --profile need browsertrix-crawler; this runner's "
+                          f"crawler is {rt.settings.crawler_name(launcher)}")
     if config.profile is None:
         return None
     path = profile_path(rt.settings.data_dir, crawl.org_id, config.profile)
@@ -120,6 +124,23 @@ def browser_profile(rt: Runtime, crawl: Crawl, config: CrawlConfig) -> Path | No
         raise CrawlFailed(f"its browser profile {config.profile!r} is not in this runner's data dir "
                           f"(add it again with: archiver profile add {config.profile} FILE)")
     return path
+
+
+def crawler_browser_args(rt: Runtime, config: CrawlConfig) -> tuple[str, ...]:
+    """The browser flags of a crawl for this runner's crawler. archiver's own crawler gets
+    --browser as the crawl was added (CrawlConfig.browser, resolved then) and, under the
+    local launcher, the host's Chromium; CrawlFailed when browser mode finds none."""
+    launcher = rt.launcher.name
+    if rt.settings.browser_crawler(launcher):
+        return tuple(config.browser_args())
+    if not config.browser:
+        return ()
+    chromium = rt.settings.chromium_path(launcher)
+    if chromium is None:
+        raise CrawlFailed("it runs in browser mode and this runner finds no Chromium (install "
+                          "the chromium package, or set ARCHIVER_CHROMIUM to its path)")
+    # In an image the crawler's own default finds the image's Chromium.
+    return tuple(config.own_crawler_args(chromium if launcher == "local" else None))
 
 
 def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now: dt.datetime) -> bool:
@@ -134,6 +155,7 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
     profile = browser_profile(rt, crawl, config)  # before Redis grants anything: it may refuse
     if deduplicates(rt, crawl):
         hand_known_payloads(rt, crawl)
+    browser_args = crawler_browser_args(rt, config)
     spec = LaunchSpec(
         crawl_id=crawl.pk, instance=process.instance, process_id=process.pk,
         instance_dir=instance_dir, workers=config.workers,
@@ -141,7 +163,7 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
         db=crawl.redis_db, runner_id=rt.id,
         disk_utilization=int(rt.settings.disk_threshold_percent),
         config=crawler_config(rt, crawl, now), org=crawl.org.slug,
-        browser_args=tuple(config.browser_args()), profile=profile,
+        browser_args=browser_args, profile=profile,
         storage_env=uploads.crawler_env(rt.settings.s3, crawl.pk, process.hostname, process.pk)
         if rt.settings.s3 else {},
         report_key=uploads.reports_key(crawl.pk),

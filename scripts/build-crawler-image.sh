@@ -6,10 +6,13 @@
 #
 # Environment:
 #   ARCHIVER_CRAWLER_IMAGE  tag to build (default archiver/crawler:<version>)
-#   ARCHIVER_BASE_IMAGE     base image (default: local archiver/base:bookworm, built here
-#                           with debootstrap when missing, since no registry may be reachable)
+#   ARCHIVER_BASE_IMAGE     base image (default: local archiver/base:bookworm-chromium, built
+#                           here with debootstrap when missing, since no registry may be
+#                           reachable; it holds Debian's chromium for the crawler's browser mode)
 #   ARCHIVER_FORCE_BUILD=1  build even when an image of the same content exists
 #
+# When the base has /usr/bin/chromium the image is labelled org.archiver.chromium (its path)
+# and org.archiver.chromium.version (`chromium --version`): `archiver doctor` reads them.
 # The image carries a label with a hash of its inputs (context files, base image id,
 # version); when an image with that label exists the build is skipped and it is tagged.
 set -euo pipefail
@@ -18,7 +21,9 @@ export PATH=$PATH:/usr/sbin:/sbin
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CONTEXT=$REPO/crawler
-LOCAL_BASE=archiver/base:bookworm
+# A new name whenever the packages below change: the base is built only when missing.
+LOCAL_BASE=archiver/base:bookworm-chromium
+IMAGE_CHROMIUM=/usr/bin/chromium
 HASH_LABEL=org.archiver.content-hash
 
 say() { printf 'build-crawler-image: %s\n' "$*" >&2; }
@@ -73,8 +78,10 @@ build_local_base() {
     rootfs=$(mktemp -d /var/tmp/archiver-rootfs.XXXXXX)
     # shellcheck disable=SC2064  # expand now: the path is fixed
     trap "rm -rf '$rootfs'" EXIT
-    say "building $LOCAL_BASE with debootstrap from $mirror (about a minute)"
-    debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+    say "building $LOCAL_BASE with debootstrap from $mirror (a few minutes: chromium)"
+    # chromium brings its own libraries; fonts-liberation gives pages metric-compatible
+    # Arial/Times/Courier, so screenshots and layout-driven behaviors look as in a desktop browser.
+    debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,chromium,fonts-liberation \
         bookworm "$rootfs" "$mirror" >"$rootfs.log" 2>&1 \
         || { tail -n 30 "$rootfs.log" >&2; die "debootstrap failed (log: $rootfs.log)"; }
     rm -f "$rootfs.log"
@@ -106,6 +113,12 @@ context_files() {
         \( -name __pycache__ -o -name '*.egg-info' -o -name .pytest_cache -o -name .ruff_cache \
            -o -path ./.venv -o -path ./build -o -path ./dist -o -path ./tests \) -prune \
         -o -type f ! -name '*.pyc' -print | LC_ALL=C sort)
+}
+
+# The base's Chromium version, or nothing when it has none (e.g. python:3.11-slim).
+base_chromium() {
+    "$DOCKER" run --rm --network none --entrypoint "$IMAGE_CHROMIUM" "$1" --version 2>/dev/null \
+        | head -n 1 | tr -cd '[:print:]' || true
 }
 
 content_hash() {
@@ -140,7 +153,15 @@ main() {
     fi
 
     say "building $tag from $base (content $hash)"
-    local started=$SECONDS
+    local started=$SECONDS chromium
+    local -a chromium_labels=()
+    chromium=$(base_chromium "$base")
+    if [[ -n $chromium ]]; then
+        chromium_labels=(--label "org.archiver.chromium=$IMAGE_CHROMIUM"
+                         --label "org.archiver.chromium.version=$chromium")
+    else
+        say "warning: $base has no $IMAGE_CHROMIUM: the image crawls over HTTP only"
+    fi
     # A copy of the context, so that the proxy's CA bundle never lands in the source tree.
     local build_dir
     build_dir=$(mktemp -d /var/tmp/archiver-crawler-build.XXXXXX)
@@ -153,7 +174,7 @@ main() {
     if [[ -s $ca ]]; then cp "$ca" "$build_dir/context/.build-ca.crt"; fi
     if ! "$DOCKER" build --network host --force-rm \
         --build-arg "BASE_IMAGE=$base" --build-arg "CRAWLER_VERSION=$version" \
-        --label "$HASH_LABEL=$hash" \
+        --label "$HASH_LABEL=$hash" "${chromium_labels[@]}" \
         --tag "$tag" "$build_dir/context" >"$build_dir/build.log" 2>&1; then
         tail -n 40 "$build_dir/build.log" >&2
         die "docker build of $tag failed"

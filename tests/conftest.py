@@ -20,6 +20,9 @@ from tests.private_redis import start_redis
 # pytest-django has read the settings already (archiver.settings calls conf.get()), so the
 # cached copy is dropped; daemons and crawlers the tests start inherit the variable.
 os.environ.setdefault("ARCHIVER_CRAWL_ALLOW_NETWORKS", "127.0.0.0/8")
+# New crawls default to browser mode when a Chromium is found; tests crawl over HTTP unless
+# they ask for the browser (ARCHIVER_CHROMIUM=/usr/bin/chromium, or unset for the default).
+os.environ.setdefault("ARCHIVER_CHROMIUM", "none")
 _conf.get.cache_clear()
 
 

@@ -1,6 +1,7 @@
-"""Browser options (--behaviors ... --profile): one set of rules for `add`, `schedule add`, the
-admin's forms and CrawlConfig.parse, refused with one sentence when the configured crawler
-fetches over HTTP only, and turned into the real crawler's flags when it drives a browser."""
+"""Browser mode and options (--browser, --behaviors ... --profile): one set of rules for `add`,
+`schedule add`, the admin's forms and CrawlConfig.parse. archiver's own crawler takes the options
+in browser mode (--browser, or auto with a Chromium found) and refuses them with one sentence in
+HTTP mode; the real crawler takes them all and always drives a browser."""
 
 from __future__ import annotations
 
@@ -23,8 +24,12 @@ from tests.profile_tars import good_profile
 
 pytestmark = pytest.mark.django_db
 
-HTTP_ONLY = ("needs a browser crawler; the configured crawler archiver/crawler:0.1.0 fetches over "
-             "HTTP only (set ARCHIVER_CRAWLER_IMAGE to a browsertrix-crawler image)")
+HTTP_ONLY = ("needs browser mode; archiver's own crawler archiver/crawler:0.1.0 fetches over HTTP only "
+             "here: browser mode is off for this crawl")
+NO_CHROMIUM = ("needs browser mode; archiver's own crawler archiver-crawler (local) fetches over HTTP only "
+               "here: no Chromium was found (install the chromium package, or set ARCHIVER_CHROMIUM)")
+REAL_ONLY = ("needs browsertrix-crawler; archiver's own crawler archiver/crawler:0.1.0 does not take it "
+             "(set ARCHIVER_CRAWLER_IMAGE to a browsertrix-crawler image)")
 LANG_REFUSED = ("--lang: '{}' is not a two-letter ISO 639-1 language code (such as en, de or pt), "
                 "the only form browsertrix-crawler takes (not de-DE or pt-BR)")
 # option, its value on the command line, the CrawlConfig field, the value the API sends
@@ -44,6 +49,7 @@ OPTIONS = [
 def crawler_kind(monkeypatch, tmp_path):
     """Set ARCHIVER_CRAWLER_KIND for the test (and a data dir of its own)."""
     monkeypatch.setenv("ARCHIVER_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("ARCHIVER_CHROMIUM", raising=False)  # the default: the image carries one
 
     def use(kind: str) -> None:
         monkeypatch.setenv("ARCHIVER_CRAWLER_KIND", kind)
@@ -90,27 +96,86 @@ def test_a_bad_crawler_kind_stops_every_command():
 # --- archiver's own crawler refuses every browser option ------------------------------------------
 
 
+def own_refusal(field: str) -> str:
+    return REAL_ONLY if field in ("block_ads", "profile") else HTTP_ONLY
+
+
 @pytest.mark.parametrize(("option", "value", "field", "api_value"), OPTIONS)
-def test_an_http_only_crawler_refuses_each_option_with_one_sentence(crawler_kind, option, value, field,
-                                                                    api_value):
-    assert refusal("add", "https://example.com/", *cli_args(option, value)) == f"{option} {HTTP_ONLY}"
+def test_http_mode_refuses_each_option_with_one_sentence(crawler_kind, option, value, field, api_value):
+    words = own_refusal(field)
+    assert refusal("add", "https://example.com/", "--no-browser", *cli_args(option, value)) == f"{option} {words}"
     with pytest.raises(ConfigError) as refused:
-        CrawlConfig.parse(seeds=["https://example.com/"], **{field: api_value})
-    assert str(refused.value) == f"{field}: {HTTP_ONLY}"
-    assert refusal("schedule", "add", "0 3 * * *", "https://example.com/",
-                   *cli_args(option, value)) == f"{option} {HTTP_ONLY}"
+        CrawlConfig.parse(seeds=["https://example.com/"], browser=False, **{field: api_value})
+    assert str(refused.value) == f"{field}: {words}"
+    assert refusal("schedule", "add", "0 3 * * *", "https://example.com/", "--no-browser",
+                   *cli_args(option, value)) == f"{option} {words}"
     assert not Crawl.objects.exists() and not Schedule.objects.exists()
 
 
-def test_the_refusal_names_the_configured_image_and_the_local_command(crawler_kind, monkeypatch):
-    monkeypatch.setenv("ARCHIVER_CRAWLER_IMAGE", "example/http-crawler:2")
-    crawler_kind("auto")
-    assert "the configured crawler example/http-crawler:2 fetches" in refusal(
-        "add", "https://example.com/", "--block-ads")
+@pytest.mark.parametrize(("option", "value", "field", "api_value"), OPTIONS)
+def test_browser_mode_takes_each_option_but_the_real_crawler_s_own(crawler_kind, option, value, field,
+                                                                    api_value):
+    # The docker launcher's image carries Chromium: auto means browser mode there.
+    args = ["add", "https://example.com/", *cli_args(option, value)]
+    if field in ("block_ads", "profile"):
+        assert refusal(*args) == f"{option} {REAL_ONLY}"
+        return
+    out = StringIO()
+    call_command(*args, stdout=out)
+    crawl = Crawl.objects.get(pk=out.getvalue().strip())
+    assert crawl.config["browser"] is True and crawl.config[field] == api_value
+    assert crawl.crawl_config.own_crawler_args()[:1] == ["--browser"]
+
+
+@pytest.fixture
+def local_chromium(crawler_kind, monkeypatch, tmp_path):
+    """The local launcher, with ARCHIVER_CHROMIUM set to a path: `use(None)` for none found."""
     monkeypatch.setenv("ARCHIVER_LAUNCHER", "local")
-    crawler_kind("auto")
-    assert "the configured crawler archiver-crawler (local) fetches" in refusal(
-        "add", "https://example.com/", "--block-ads")
+
+    def use(path) -> None:
+        monkeypatch.setenv("ARCHIVER_CHROMIUM", str(path or tmp_path / "no-chromium"))
+        crawler_kind("auto")
+
+    return use
+
+
+def fake_chromium(tmp_path) -> str:
+    path = tmp_path / "chromium"
+    path.write_text("#!/bin/sh\necho 'Chromium 120.0.0.0 built on Debian'\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_auto_resolves_when_the_crawl_is_added_and_is_stored(local_chromium, tmp_path):
+    local_chromium(None)
+    call_command("add", "https://example.com/", stdout=StringIO())
+    assert Crawl.objects.get().config["browser"] is False
+    assert refusal("add", "https://example.com/", "--lang", "de") == f"--lang {NO_CHROMIUM}"
+    assert refusal("add", "https://example.com/", "--browser") == (
+        "--browser: no Chromium found for archiver's own crawler (install the chromium package, or set "
+        "ARCHIVER_CHROMIUM to its path)")
+    local_chromium(fake_chromium(tmp_path))
+    out = StringIO()
+    call_command("add", "https://example.com/", "--lang", "de", stdout=out)
+    crawl = Crawl.objects.get(pk=out.getvalue().strip())
+    assert crawl.config["browser"] is True
+    local_chromium(None)  # Chromium gone later: the stored crawl keeps its mode
+    assert Crawl.objects.get(pk=crawl.pk).launch_config().browser is True
+    assert Crawl.objects.count() == 2
+
+
+def test_the_real_crawler_always_drives_a_browser(crawler_kind):
+    crawler_kind("browsertrix")
+    assert refusal("add", "https://example.com/", "--no-browser").startswith(
+        "--no-browser: the configured crawler archiver/crawler:0.1.0 always drives a browser")
+    call_command("add", "https://example.com/", stdout=StringIO())
+    assert Crawl.objects.get().config["browser"] is True
+
+
+def test_crawls_stored_before_the_mode_are_http_crawls():
+    config = CrawlConfig(seeds=["https://example.com/"])
+    assert config.browser is None and config.own_crawler_args() == []
+    assert "browser" not in config.model_dump(mode="json")
 
 
 def test_a_stored_crawl_stays_readable_whatever_crawler_is_configured_later(crawler_kind):
@@ -215,13 +280,14 @@ FORM_VALUES = {"behaviors": "autoscroll,autoplay", "page_load_timeout": "2m", "p
 
 @pytest.mark.usefixtures("admin_settings")
 @pytest.mark.parametrize(("option", "value", "field", "api_value"), OPTIONS)
-def test_the_admin_form_refuses_each_option_for_an_http_only_crawler(crawler_kind, admin_client, option,
-                                                                     value, field, api_value):
+def test_the_admin_form_refuses_each_option_in_http_mode(crawler_kind, admin_client, option,
+                                                        value, field, api_value):
     org = Org.objects.get(slug="default")
-    response = admin_client.post(reverse("admin:crawls_crawl_add"), crawl_form(org, **{field: FORM_VALUES[field]}))
+    response = admin_client.post(reverse("admin:crawls_crawl_add"),
+                                 crawl_form(org, browser="off", **{field: FORM_VALUES[field]}))
     assert response.status_code == 200
     page = html.unescape(response.content.decode())
-    assert f'<ul class="errorlist" id="id_{field}_error"><li>{HTTP_ONLY}</li>' in page
+    assert f'<ul class="errorlist" id="id_{field}_error"><li>{own_refusal(field)}</li>' in page
     assert not Crawl.objects.exists()
 
 
@@ -258,7 +324,8 @@ def test_the_admin_form_refuses_bad_values_in_the_cli_s_words(crawler_kind, admi
 
 
 def test_a_zero_post_load_delay_is_an_option_given(crawler_kind):
-    assert refusal("add", "https://example.com/", "--post-load-delay", "0") == f"--post-load-delay {HTTP_ONLY}"
+    assert refusal("add", "https://example.com/", "--no-browser", "--post-load-delay", "0") == (
+        f"--post-load-delay {HTTP_ONLY}")
     crawler_kind("browsertrix")
     config = CrawlConfig.parse(seeds=["https://example.com/"], post_load_delay=0)
     assert config.model_dump(mode="json")["post_load_delay"] == 0
@@ -269,14 +336,14 @@ def test_a_zero_post_load_delay_is_an_option_given(crawler_kind):
 def test_the_schedule_form_has_the_browser_options_too(crawler_kind, admin_client, tmp_path):
     org = Org.objects.get(slug="default")
     form = {"org": org.pk, "cron": "0 3 * * *", "seeds": "https://example.com/", "scope_type": "prefix",
-            "enabled": "on", "behaviors": "autoscroll", "block_ads": "on", "profile": "login"}
+            "enabled": "on", "browser": "off", "behaviors": "autoscroll", "block_ads": "on", "profile": "login"}
     response = admin_client.post(reverse("admin:crawls_schedule_add"), form)
     page = html.unescape(response.content.decode())
     assert f'<ul class="errorlist" id="id_behaviors_error"><li>{HTTP_ONLY}</li>' in page
     assert not Schedule.objects.exists()
     crawler_kind("browsertrix")
     add_profile(org, "login", good_profile(tmp_path / "p.tar.gz"), tmp_path, timezone.now())
-    response = admin_client.post(reverse("admin:crawls_schedule_add"), form)
+    response = admin_client.post(reverse("admin:crawls_schedule_add"), {**form, "browser": "auto"})
     assert response.status_code == 302, html.unescape(response.content.decode())[:3000]
     config = Schedule.objects.get().config
     assert (config["behaviors"], config["block_ads"], config["profile"]) == (["autoscroll"], True, "login")
@@ -292,3 +359,28 @@ def test_the_admin_form_refuses_a_language_browsertrix_crawler_would_quit_on(cra
     message = LANG_REFUSED.format("de-DE").removeprefix("--lang: ")
     assert f'<ul class="errorlist" id="id_lang_error"><li>{message}</li>' in page
     assert not Crawl.objects.exists()
+
+
+@pytest.mark.usefixtures("admin_settings")
+@pytest.mark.parametrize(("choice", "stored", "shown_again"), [("on", True, "on"), ("off", False, "off"),
+                                                               ("auto", True, "on")])
+def test_the_admin_form_s_browser_choice_is_stored_and_shown_again(crawler_kind, admin_client, choice,
+                                                                   stored, shown_again):
+    org = Org.objects.get(slug="default")
+    response = admin_client.post(reverse("admin:crawls_crawl_add"), crawl_form(org, browser=choice))
+    assert response.status_code == 302, html.unescape(response.content.decode())[:3000]
+    crawl = Crawl.objects.get()
+    assert crawl.config["browser"] is stored
+    again = admin_client.get(reverse("admin:crawls_crawl_add"), {"from": crawl.pk}).content.decode()
+    assert re.search(rf'<option value="{shown_again}" selected>', again)
+
+
+def test_archiver_chromium_picks_the_local_chromium_or_none_at_all(tmp_path):
+    chromium = fake_chromium(tmp_path)
+    assert Settings(launcher="local", chromium=chromium).chromium_path() == chromium
+    assert Settings(launcher="local", chromium=str(tmp_path / "gone")).chromium_path() is None
+    assert Settings(launcher="docker", chromium=chromium).chromium_path() == "/usr/bin/chromium"  # the image's
+    assert Settings(launcher="docker", chromium="none").chromium_path() is None
+    assert Settings(launcher="local", chromium="none").chromium_path() is None
+    with pytest.raises(ConfigError, match="ARCHIVER_CHROMIUM"):
+        conf.from_environ({"ARCHIVER_CHROMIUM": "chromium"})

@@ -109,6 +109,7 @@ def test_add_stores_every_option_in_the_crawl_config(nudges):
         "depth": 3, "extra_hops": 1, "page_limit": 500, "size_limit": 500_000_000,
         "time_limit": 1800, "include": ["/blog/", "/news/"], "exclude": [r"\.pdf$"],
         "workers": 4, "scale": 2, "user_agent": "archiver-test", "use_robots": True,
+        "browser": False,  # auto, resolved: the tests' ARCHIVER_CHROMIUM=none finds no Chromium
     }
     assert (crawl.org.slug, crawl.tags, crawl.scale) == ("acme", ["weekly", "press"], 2)
 

@@ -49,6 +49,7 @@ def healthy(migrated, redis_server, crawler_image, docker_client):
     os.chmod(data_dir, 0o700)
     yield {"ARCHIVER_DATA_DIR": str(data_dir), "ARCHIVER_REDIS_URL": redis_server.url(0),
            "ARCHIVER_CRAWLER_IMAGE": crawler_image, "ARCHIVER_LAUNCHER": "docker",
+           "ARCHIVER_CHROMIUM": "none",  # the shared test image may predate its Chromium
            "DOCKER_HOST": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")}
     shutil.rmtree(data_dir.parent, ignore_errors=True)
 
@@ -69,11 +70,12 @@ def test_every_check_passes_against_the_real_engine_and_redis(healthy, crawler_i
     code, lines, _ = doctor_lines(healthy)
     assert code == 0, lines
     assert [line.split(":")[0] for line in lines[:-1]] == [
-        "✓ database", "✓ redis", "✓ docker engine", "✓ crawler image", "✓ disk", "✓ data dir"]
-    assert lines[-1] == "All 6 checks passed."
-    assert lines[3] == (f"✓ crawler image: {crawler_image}: archiver's own crawler (HTTP only, no browser), "
+        "✓ database", "✓ redis", "✓ docker engine", "✓ crawler image", "✓ browser", "✓ disk", "✓ data dir"]
+    assert lines[-1] == "All 7 checks passed."
+    assert lines[3] == (f"✓ crawler image: {crawler_image}: archiver's own crawler (HTTP, or Chromium in browser mode), "
                         f"version {CRAWLER_VERSION} (from the image's labels)")
-    assert "migrations applied" in lines[0] and "answers" in lines[1] and "mode 0700" in lines[5]
+    assert "migrations applied" in lines[0] and "answers" in lines[1] and "mode 0700" in lines[6]
+    assert lines[4] == "✓ browser: ARCHIVER_CHROMIUM=none: new crawls default to HTTP mode (--browser is refused)"
 
 
 def test_an_engine_nobody_serves_is_one_failed_line_with_its_fix(healthy, tmp_path):
@@ -86,7 +88,8 @@ def test_an_engine_nobody_serves_is_one_failed_line_with_its_fix(healthy, tmp_pa
         f"✗ docker engine: unix://{dead} refuses connections (no engine listens there) — fix: start the "
         f"engine (or scripts/docker-engine.sh start), point DOCKER_HOST at it, or set ARCHIVER_LAUNCHER=local"]
     assert f"– crawler image: {healthy['ARCHIVER_CRAWLER_IMAGE']}: not checked without an engine" in lines
-    assert lines[-1] == "1 of 6 checks failed."
+    assert "– browser: the image's Chromium: not checked without an engine" in lines
+    assert lines[-1] == "1 of 7 checks failed."
 
 
 def test_a_hung_engine_is_one_failed_line_within_the_docker_timeout(healthy, tmp_path):
@@ -253,3 +256,43 @@ def test_an_image_without_a_version_label_is_asked_with_crawl_version(healthy, u
     assert lines[3] == (f"✓ crawler image: {unlabelled_image}: webrecorder's browsertrix-crawler (a browser), "
                         f"version {CRAWLER_VERSION} (from `crawl --version`)")
     assert docker_client.containers.list(all=True, filters={"ancestor": unlabelled_image}) == []
+
+
+# --- the browser of archiver's own crawler -----------------------------------------------------
+
+
+def script(path: Path, body: str) -> str:
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_the_local_chromium_its_version_and_the_default_mode_are_said(tmp_path):
+    chromium = script(tmp_path / "chromium", "echo 'Chromium 120.0.6099.224 built on Debian 12'")
+    finding = doctor.check_local_browser(Settings(launcher="local", chromium=chromium))
+    assert finding.status == "ok"
+    assert finding.text == (f"{chromium}: Chromium 120.0.6099.224 built on Debian 12; new crawls default to "
+                            "browser mode (add --no-browser for HTTP only)")
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="no Chromium at /usr/bin/chromium")
+def test_the_real_chromium_answers_with_its_version():
+    finding = doctor.check_local_browser(Settings(launcher="local", chromium="/usr/bin/chromium"))
+    assert finding.status == "ok" and "Chromium" in finding.text, finding
+
+
+def test_no_chromium_a_broken_one_and_none_are_each_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing called chromium on it
+    monkeypatch.setattr(doctor, "VERSION_TIMEOUT", 1.0)
+    if Path("/usr/bin/chromium").exists():
+        monkeypatch.setattr("archiver.conf.CHROMIUM_NAMES", ("chromium", "chromium-browser"))
+    found = doctor.check_local_browser(Settings(launcher="local"))
+    assert found.status == "ok" and "no Chromium found" in found.text and "HTTP mode" in found.text
+    gone = doctor.check_local_browser(Settings(launcher="local", chromium=str(tmp_path / "gone")))
+    assert gone.failed and "is not an executable file" in gone.text
+    hung = script(tmp_path / "hung", "exec sleep 30")
+    started = time.monotonic()
+    assert doctor.check_local_browser(Settings(launcher="local", chromium=hung)).failed
+    assert time.monotonic() - started < 10
+    off = doctor.check_local_browser(Settings(launcher="local", chromium="none"))
+    assert off.status == "ok" and "default to HTTP mode" in off.text

@@ -111,7 +111,8 @@ class Installed:
                 if not k.startswith(("ARCHIVER_", "DJANGO_", "PYTHON", "VIRTUAL_ENV"))}
         self.env = {**keep, "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
                     "ARCHIVER_DATA_DIR": str(self.data_dir), "ARCHIVER_LAUNCHER": "local",
-                    "ARCHIVER_CRAWL_ALLOW_NETWORKS": "127.0.0.0/8", "ARCHIVER_POLL_INTERVAL": "0.2"}
+                    "ARCHIVER_CRAWL_ALLOW_NETWORKS": "127.0.0.0/8", "ARCHIVER_POLL_INTERVAL": "0.2",
+                    "ARCHIVER_CHROMIUM": "none"}  # HTTP mode: the install is tested, not the browser
 
     def __call__(self, *args: str, timeout: float = 120) -> str:
         result = subprocess.run(["archiver", *args], cwd=self.home, env=self.env,

@@ -23,8 +23,9 @@ from crawls.config import BEHAVIORS, SCREENSHOTS, WAIT_UNTIL, CrawlConfig, Scope
 from crawls.models import BrowserProfile, Org, Schedule
 
 SCOPES = get_args(ScopeType)
-BROWSER_FIELDS = ("behaviors", "page_load_timeout", "post_load_delay", "wait_until", "block_ads",
+BROWSER_FIELDS = ("browser", "behaviors", "page_load_timeout", "post_load_delay", "wait_until", "block_ads",
                   "screenshot", "lang", "profile")
+BROWSER_CHOICES = {"auto": None, "on": True, "off": False}
 CONFIG_FIELDS = ("seeds", "scope_type", "depth", "extra_hops", "page_limit", "size_limit",
                  "time_limit", "include", "exclude", "workers", "scale", "user_agent", "use_robots",
                  "dedup", *BROWSER_FIELDS)
@@ -142,7 +143,14 @@ class CrawlConfigForm(forms.Form):
         widget=forms.Select(choices=[("", "Default (on for schedules, off for one-off crawls)"),
                                      ("true", "Yes"), ("false", "No")]),
         help_text="Store revisit records for payloads the org kept already (docs/storage.md).")
-    # Browser options: the CLI's --behaviors ... --profile, for a browsertrix-crawler image only.
+    # The CLI's --browser/--no-browser/neither, and its browser options --behaviors ... --profile.
+    browser = forms.TypedChoiceField(
+        required=False, label="Browser", initial="auto", empty_value=None,
+        choices=[(choice, choice) for choice in BROWSER_CHOICES],
+        coerce=BROWSER_CHOICES.get,
+        help_text="archiver's own crawler: drive Chromium (on) or fetch over HTTP only (off); auto = on "
+                  "when a Chromium is found (archiver doctor says). Fixed when the crawl is added.",
+    )
     behaviors = forms.CharField(required=False, help_text=f"Browser only. Comma-separated: {', '.join(BEHAVIORS)}; "
                                                           "empty = the crawler's default.")
     page_load_timeout = ParsedField(duration_in_seconds, show=exact_duration, label="Page load timeout",
@@ -202,6 +210,8 @@ def config_initial(config: dict) -> dict:
                  "post_load_delay"):
         if initial.get(name) is None:
             initial.pop(name, None)
+    if "browser" in initial:
+        initial["browser"] = {True: "on", False: "off"}.get(initial["browser"], "auto")
     for name in ("behaviors", "wait_until", "screenshot"):  # lists, typed comma-separated
         if name in initial:
             initial[name] = ",".join(initial[name])

@@ -26,7 +26,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         ("Crawl", {"fields": ("seeds", "scope_type", "depth", "extra_hops", "page_limit",
                               "size_limit", "time_limit", "include", "exclude", "workers",
                               "scale", "user_agent", "use_robots", "dedup")}),
-        ("Browser (browsertrix-crawler only)", {"fields": BROWSER_FIELDS, "classes": ("collapse",)}),
+        ("Browser", {"fields": BROWSER_FIELDS, "classes": ("collapse",)}),
         ("State", {"fields": ("retry_at", "last_crawl", "created_at")}),
     )
 

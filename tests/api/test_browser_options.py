@@ -14,8 +14,11 @@ from django.utils import timezone
 from tests.api.servers import database_file, empty_tables, gunicorn
 from tests.profile_tars import good_profile
 
-HTTP_ONLY = ("needs a browser crawler; the configured crawler archiver/crawler:0.1.0 fetches over "
-             "HTTP only (set ARCHIVER_CRAWLER_IMAGE to a browsertrix-crawler image)")
+# The test server has ARCHIVER_CHROMIUM=none (tests/conftest.py): the message says so.
+HTTP_ONLY = ("needs browser mode; archiver's own crawler archiver/crawler:0.1.0 fetches over HTTP only "
+             "here: no Chromium was found (install the chromium package, or set ARCHIVER_CHROMIUM)")
+REAL_ONLY = ("needs browsertrix-crawler; archiver's own crawler archiver/crawler:0.1.0 does not take it "
+             "(set ARCHIVER_CRAWLER_IMAGE to a browsertrix-crawler image)")
 OPTIONS = {"behaviors": ["autoscroll", "autoplay"], "page_load_timeout": 30, "post_load_delay": 2,
            "wait_until": "load,networkidle2", "block_ads": True, "screenshot": ["thumbnail"],
            "lang": "fr", "profile": "login"}
@@ -23,14 +26,16 @@ SEED = {"seeds": ["https://example.com/"]}
 
 
 @pytest.mark.parametrize("field", sorted(OPTIONS))
-def test_an_http_only_server_refuses_each_option(api_db, client, field):
+def test_http_mode_refuses_each_option(api_db, client, field):
     from crawls.models import Crawl, Schedule
 
-    response = client.post("/api/v1/crawls", json={**SEED, field: OPTIONS[field]})
+    words = REAL_ONLY if field in ("block_ads", "profile") else HTTP_ONLY
+    body = {**SEED, "browser": False, field: OPTIONS[field]}
+    response = client.post("/api/v1/crawls", json=body)
     assert response.status_code == 422
-    assert response.json() == {"code": "invalid", "message": f"{field}: {HTTP_ONLY}"}
-    response = client.post("/api/v1/schedules", json={**SEED, "cron": "0 3 * * *", field: OPTIONS[field]})
-    assert response.json() == {"code": "invalid", "message": f"{field}: {HTTP_ONLY}"}
+    assert response.json() == {"code": "invalid", "message": f"{field}: {words}"}
+    response = client.post("/api/v1/schedules", json={**body, "cron": "0 3 * * *"})
+    assert response.json() == {"code": "invalid", "message": f"{field}: {words}"}
     assert not Crawl.objects.exists() and not Schedule.objects.exists()
 
 
@@ -58,6 +63,30 @@ def browser_client(browser_server, django_db_blocker):
                 yield http
         finally:
             empty_tables()
+
+
+def test_the_browser_field_is_resolved_stored_and_shown(api_db, client):
+    from crawls.models import Crawl
+
+    # The test server has ARCHIVER_CHROMIUM=none (tests/conftest.py): auto is HTTP mode.
+    auto = client.post("/api/v1/crawls", json=SEED)
+    assert auto.status_code == 201 and auto.json()["config"]["browser"] is False
+    off = client.post("/api/v1/crawls", json={**SEED, "browser": False})
+    assert Crawl.objects.get(pk=off.json()["id"]).config["browser"] is False
+    assert client.get(f"/api/v1/crawls/{off.json()['id']}").json()["config"]["browser"] is False
+    on = client.post("/api/v1/crawls", json={**SEED, "browser": True})
+    assert on.status_code == 422 and on.json()["message"].startswith("browser: no Chromium found")
+    bad = client.post("/api/v1/crawls", json={**SEED, "browser": "sometimes"})
+    assert bad.status_code == 422 and bad.json()["message"].startswith("browser: ")
+    assert Crawl.objects.count() == 2
+
+
+def test_a_browser_server_always_drives_a_browser(browser_client):
+    response = browser_client.post("/api/v1/crawls", json=SEED)
+    assert response.status_code == 201 and response.json()["config"]["browser"] is True
+    refused = browser_client.post("/api/v1/crawls", json={**SEED, "browser": False})
+    assert refused.status_code == 422
+    assert "always drives a browser" in refused.json()["message"]
 
 
 def test_a_browser_server_takes_every_option_and_checks_the_profile(browser_server, browser_client, tmp_path):

@@ -63,8 +63,10 @@ def test_a_recrawl_writes_revisits_for_kept_payloads(site, r, redis_url, tmp_pat
                     responses.append(record.rec_headers.get_header("WARC-Target-URI"))
     # The site is unchanged: every 200 it served the first time is a revisit now (of the
     # first URL kept with that payload: the site serves some files under two names), but
-    # for b.html, gzipped afresh per request (the gzip header's time changes its payload).
-    assert set(revisits) == {e["url"] for e in served} - {site.url + "b.html"}
+    # for b.html, gzipped afresh per request: the gzip header's time (whole seconds) changes
+    # its payload unless both crawls fetched it within the same second.
+    every = {e["url"] for e in served}
+    assert every - {site.url + "b.html"} <= set(revisits) <= every
     assert all(url not in revisits for url in responses)
 
     wacz = second / "coll.wacz"

@@ -60,8 +60,44 @@ def test_browser_options_the_runner_s_crawler_cannot_take_fail_the_crawl(make_ru
     make_runner(fake).tick(T0)
     crawl.refresh_from_db()
     assert crawl.status == S.FAILED and fake.launches == 0
-    assert crawl.error == ("its browser options need a browser crawler; this runner's crawler "
-                           "archiver/crawler:0.1.0 fetches over HTTP only")
+    assert crawl.error == ("its browser options need browser mode; this runner's crawler "
+                           "archiver/crawler:0.1.0 runs it over HTTP only")
+
+
+def test_archiver_s_crawler_in_browser_mode_gets_browser_the_text_and_the_options(
+        make_runner, make_crawl, fake, settings):
+    options = {name: value for name, value in OPTIONS.items() if name != "block_ads"}
+    crawl = make_crawl(browser=True, **options)
+    make_runner(fake, settings=settings.model_copy(update={"chromium": None})).tick(T0)
+    crawl.refresh_from_db()
+    assert crawl.status == S.RUNNING, crawl.error
+    (instance,) = fake.instances.values()
+    # Not the local launcher: the image's Chromium, found by the crawler's own default.
+    assert list(instance.spec.browser_args) == ["--browser",
+                                                *[flag for flag in FLAGS if flag != "--blockAds"]]
+
+
+def test_an_http_crawl_of_archiver_s_crawler_gets_no_browser_flag(make_runner, make_crawl, fake, settings):
+    crawl = make_crawl(browser=False)
+    make_runner(fake, settings=settings.model_copy(update={"chromium": None})).tick(T0)
+    crawl.refresh_from_db()
+    (instance,) = fake.instances.values()
+    assert crawl.status == S.RUNNING and instance.spec.browser_args == ()
+
+
+def test_browser_mode_without_a_chromium_fails_the_crawl_saying_so(make_runner, make_crawl, fake, settings):
+    crawl = make_crawl(browser=True)
+    make_runner(fake, settings=settings.model_copy(update={"chromium": "none"})).tick(T0)
+    crawl.refresh_from_db()
+    assert crawl.status == S.FAILED and fake.launches == 0
+    assert "it runs in browser mode and this runner finds no Chromium" in crawl.error
+
+
+def test_block_ads_fails_a_browser_crawl_of_archiver_s_crawler(make_runner, make_crawl, fake, settings):
+    crawl = make_crawl(browser=True, block_ads=True)  # stored under another crawler
+    make_runner(fake, settings=settings.model_copy(update={"chromium": None})).tick(T0)
+    crawl.refresh_from_db()
+    assert crawl.status == S.FAILED and "need browsertrix-crawler" in crawl.error
 
 
 def test_a_profile_gone_from_the_data_dir_fails_the_crawl_naming_it_only(
@@ -142,3 +178,52 @@ def test_a_docker_instance_gets_the_flags_and_its_profile_mounted_read_only(
     assert str(login_profile) not in json.dumps(command)  # the host's path stays on the host
     with tarfile.open(login_profile) as archive:  # untouched by the launch
         assert "./Default/Cookies" in archive.getnames()
+
+
+def wait_for(path: Path, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_a_crawl_added_with_browser_reaches_the_local_crawler_process_with_browser_and_chromium(
+        make_runner, org, settings, tmp_path, monkeypatch):
+    """`archiver add --browser` to the local crawler's argv. The crawler here only reports its
+    argv (so this runs whether or not archiver's crawler takes --browser yet); the browser-mode
+    crawl itself is tests/runner/test_browser_crawl_end_to_end.py."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from archiver import conf
+    from crawls.models import Crawl
+
+    chromium = tmp_path / "chromium"
+    chromium.write_text("#!/bin/sh\necho 'Chromium 120'\n")
+    chromium.chmod(0o755)
+    monkeypatch.setenv("ARCHIVER_LAUNCHER", "local")
+    monkeypatch.setenv("ARCHIVER_CHROMIUM", str(chromium))
+    monkeypatch.setenv("ARCHIVER_DATA_DIR", str(settings.data_dir))
+    conf.get.cache_clear()
+    try:
+        out = StringIO()
+        call_command("add", "http://127.0.0.1:9/", "--browser", "--lang", "de", stdout=out)
+    finally:
+        conf.get.cache_clear()
+    crawl = Crawl.objects.get(pk=out.getvalue().strip())
+    assert crawl.config["browser"] is True
+    script = tmp_path / "report"
+    script.write_text(REPORT)
+    script.chmod(0o755)
+    local = settings.model_copy(update={"chromium": str(chromium)})
+    runner = make_runner(LocalLauncher(local, command=[str(script)]), settings=local)
+    runner.tick(T0)
+    crawl.refresh_from_db()
+    assert crawl.status == S.RUNNING, crawl.error
+    argv_file = local.crawls_dir / crawl.pk / "0" / "argv.json"
+    wait_for(argv_file)
+    argv = json.loads(argv_file.read_text())
+    assert argv[-5:] == ["--browser", "--lang", "de", "--chromium", str(chromium)]
+    assert argv[argv.index("--text") + 1] == "to-pages"  # every crawler writes the page text
+    assert crawl.processes.get().args[-5:] == argv[-5:]

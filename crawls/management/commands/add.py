@@ -13,7 +13,8 @@ from crawls.models import Org
 from crawls.validation import check_slug
 
 SCOPES = ("page", "page-spa", "prefix", "host", "domain", "any", "custom")
-BROWSER_OPTIONS = tuple(BROWSER_FLAGS)  # CrawlConfig's field names, as argparse's dests too
+# CrawlConfig's field names, as argparse's dests too
+BROWSER_OPTIONS = ("browser", *BROWSER_FLAGS)
 
 
 class Command(ArchiverCommand):
@@ -63,8 +64,12 @@ class Command(ArchiverCommand):
 
 
 def add_browser_arguments(parser) -> None:
-    """The browser options (browsertrix-crawler only; archiver's own crawler refuses them)."""
-    group = parser.add_argument_group("browser options (a browsertrix-crawler image only)")
+    """The browser mode and options: browsertrix-crawler, or archiver's own crawler in browser
+    mode (which takes all but --block-ads and --profile)."""
+    group = parser.add_argument_group("browser mode and options")
+    group.add_argument("--browser", action=argparse.BooleanOptionalAction, default=None,
+                       help="archiver's own crawler: drive Chromium (--browser) or fetch over HTTP only "
+                            "(--no-browser); default: browser when a Chromium is found (archiver doctor)")
     group.add_argument("--behaviors", metavar="A,B", help=f"in-page behaviors: {', '.join(BEHAVIORS)}")
     group.add_argument("--page-load-timeout", type=duration_arg, metavar="DURATION",
                        help="how long a page may take to load: 90s, 2m or seconds")
