@@ -1,0 +1,40 @@
+"""A crawl in browser mode (archiver's own crawler driving the host's Chromium) replayed in
+the admin, in a real Chromium: the page's script-drawn text shows, because what the script
+loaded (app.js, the JSON it fetched) was archived from the browser's network layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.admin.browsing import log_in, wait_for_replayed_text
+from tests.jssite import js_pages, js_site
+from tests.sitegen import serve_site
+
+CHROMIUM = "/usr/bin/chromium"
+PAGES = 7
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
+
+
+def test_a_browser_mode_crawl_replays_with_its_script_drawn_content(installation, admin_url, browser, shots):
+    installation.env["ARCHIVER_CHROMIUM"] = CHROMIUM
+    with serve_site(extra=js_site(PAGES)) as site:
+        seed = site.root + "/js/"
+        crawl_id = installation.manage("add", seed, "--browser").strip()
+        installation.start_daemon()
+        state = installation.wait(crawl_id, lambda c: c["status"] in ("complete", "failed"), timeout=240)
+    assert state["status"] == "complete", state
+    archived = {url for (url,) in installation.query(
+        "SELECT url FROM crawls_snapshot WHERE crawl_id = ? AND status = 'done'", crawl_id)}
+    assert js_pages(site.root, PAGES) <= archived  # links only the script draws, all followed
+
+    log_in(browser, admin_url, installation)
+    # p7 is linked from the JSON that p1's script fetches: nothing of it is in any HTML.
+    for page in ("", "p7.html"):
+        url = seed + page
+        browser.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/replay/?url={quote(url)}")
+        number = page.removeprefix("p").removesuffix(".html") or "0"
+        wait_for_replayed_text(browser, shots, f"drawn by script on page {number}", f"replay-{number}")
