@@ -27,6 +27,9 @@ from crawls.models import Crawl, CrawlFile
 ASSETS = {"": ("index.html", "text/html; charset=utf-8"),
           "ui.js": ("ui.js", "text/javascript; charset=utf-8"),
           "sw.js": ("sw.js", "text/javascript; charset=utf-8")}
+# archiver's own: starts the player once its worker is active (crawls/static/crawls/).
+OWN_ASSETS = {"start.js": (Path(__file__).parent / "static" / "crawls" / "replay-start.js",
+                           "text/javascript; charset=utf-8")}
 
 
 def granted(view):
@@ -97,11 +100,11 @@ def replay_folder() -> Path:
 
 @require_safe
 def asset(request, name: str = ""):
-    if name not in ASSETS:
+    if name not in ASSETS and name not in OWN_ASSETS:
         raise Http404("no such file")
-    filename, content_type = ASSETS[name]
+    filename, content_type = ASSETS.get(name) or OWN_ASSETS[name]
     try:
-        handle = (replay_folder() / filename).open("rb")
+        handle = (OWN_ASSETS[name][0] if name in OWN_ASSETS else replay_folder() / filename).open("rb")
     except OSError:
         raise Http404(f"{filename} of ReplayWeb.page is missing: run bash scripts/replay-files.sh") from None
     response = FileResponse(handle, content_type=content_type)

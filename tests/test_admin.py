@@ -101,7 +101,7 @@ def test_the_crawl_list_shows_state_progress_size_and_org(admin_client, busy_cra
 def test_the_crawl_list_filters_by_state_and_org_and_searches_id_prefix_and_seed(admin_client, busy_crawl, make_crawl):
     done = make_crawl(S.COMPLETE, url="https://other.example/")
     url = reverse("admin:crawls_crawl_changelist")
-    by_state = admin_client.get(url, {"status__exact": S.COMPLETE}).content.decode()
+    by_state = admin_client.get(url, {"state": "done"}).content.decode()
     assert done.short_id in by_state and busy_crawl.short_id not in by_state
     by_org = admin_client.get(url, {"org__id__exact": busy_crawl.org_id}).content.decode()
     assert busy_crawl.short_id in by_org
@@ -115,7 +115,11 @@ def test_the_crawl_page_shows_config_inlines_and_only_the_newest_snapshots(admin
     response = admin_client.get(reverse("admin:crawls_crawl_change", args=[busy_crawl.pk]))
     assert response.status_code == 200
     html = response.content.decode()
-    assert "page_limit" in html  # the config
+    assert "<dt>page limit</dt>" in html  # the config, as words
+    assert "<title>Crawl " + busy_crawl.short_id + " — example.com |" in html
+    assert '"page_limit"' not in html and "[&quot;http" not in html  # never raw JSON
+    assert 'class="crawl-state state state-active"' in html or "state state-" in html
+    assert "Operator details" in html and "lease" in html.lower()
     assert "crawl-x-0" in html  # processes
     assert "a.wacz" in html and "12.3 KB" in html  # files
     assert "timeout on /slow" in html  # log lines
@@ -903,3 +907,85 @@ def test_a_crawl_s_page_shows_what_each_ended_session_archived(admin_client, bus
     (row,) = response.json()["crawls"]
     assert [(p["status"], p["pages"], p["size"]) for p in row["processes"]] == [
         ("running", "-", "-"), ("exited", "12", "2.5 MB")]
+
+
+def test_the_crawl_list_says_states_in_six_words_with_their_filter(admin_client, make_crawl):
+    running, paused = make_crawl(S.RUNNING), make_crawl(S.PAUSED)
+    stopped, failed = make_crawl(S.STOPPED_PAGE_LIMIT), make_crawl(S.FAILED)
+    url = reverse("admin:crawls_crawl_changelist")
+    html = admin_client.get(url).content.decode()
+    assert "<title>Crawls |" in html and "Select crawl to change" not in html
+    for group in ("active", "waiting", "paused", "done", "stopped", "failed"):
+        assert f"?state={group}" in html
+    assert "Pending Wait" not in html and "Generate Wacz" not in html
+    assert "state-stopped" in html and "its page limit was reached" in html
+    by_group = admin_client.get(url, {"state": "stopped"}).content.decode()
+    assert stopped.short_id in by_group
+    assert not {running.short_id, paused.short_id, failed.short_id} & set(by_group.split())
+    assert running.short_id not in by_group and failed.short_id not in by_group
+
+
+def test_every_internal_state_has_a_group_and_a_meaning():
+    from crawls.admin.words import GROUP_OF, MEANING
+
+    assert set(GROUP_OF) == set(S) == set(MEANING)
+
+
+def control_room(admin_client) -> str:
+    response = admin_client.get(reverse("admin:index"))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_the_home_page_is_the_control_room(admin_client, make_crawl):
+    running = make_crawl(S.RUNNING, pages_found=80, pages_done=30)
+    waiting = make_crawl(S.WAITING_ORG_LIMIT, url="https://queued.example/",
+                         waiting_reason="its org already runs 2 crawls, its maximum")
+    failed = make_crawl(S.FAILED, url="https://broken.example/", error="the crawler exited with 17\nmore")
+    html = control_room(admin_client)
+    assert "<title>Control room |" in html and "Site administration" not in html
+    running_part = html[html.index('id="room-running"'):html.index('id="room-waiting"')]
+    assert f"Crawl {running.short_id} — example.com" in running_part
+    assert '<progress value="30" max="80"' in running_part and "data-live-url" in running_part
+    waiting_part = html[html.index('id="room-waiting"'):html.index('id="room-failures"')]
+    assert waiting.short_id in waiting_part and "its maximum" in waiting_part
+    failures = html[html.index('id="room-failures"'):html.index('id="room-orgs"')]
+    assert failed.short_id in failures and "the crawler exited with 17" in failures
+    assert "Acme" in html and "200.0 MB" in html and "20%" in html  # stored of its quota
+    assert f'href="{reverse("admin:crawls_crawl_add")}"' in html
+    assert "crawls/live.js" in html
+
+
+def test_the_control_room_hides_what_other_parts_have_not_built_yet(admin_client):
+    from django.apps import apps
+    from django.urls import NoReverseMatch
+
+    html = control_room(admin_client)
+    try:
+        reverse("admin:archiver_search")
+    except NoReverseMatch:
+        assert 'role="search"' not in html
+    else:
+        assert 'role="search"' in html
+    try:
+        apps.get_model("crawls", "Collection")
+    except LookupError:
+        assert "Recent collections" not in html
+
+
+def test_the_control_room_runs_a_bounded_number_of_queries(admin_client, make_crawl, org):
+    from django.test.utils import CaptureQueriesContext
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            control_room(admin_client)
+        return len(captured)
+
+    for status in (S.RUNNING, S.QUEUED, S.FAILED):
+        make_crawl(status)
+    few = queries()
+    for status in (S.RUNNING, S.QUEUED, S.FAILED, S.PAUSED) * 8:
+        make_crawl(status)
+    for n in range(5):
+        Org.objects.create(slug=f"org{n}", name=f"Org {n}")
+    assert queries() == few and few <= 15

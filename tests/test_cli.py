@@ -682,3 +682,21 @@ def test_status_of_a_crawl_whose_stored_config_is_damaged_shows_the_rest(make_cr
     assert f"crawl {crawl.id}" in out and "it went wrong" in out
     assert "config: cannot be shown: its stored data is damaged" in out
     assert crawl.short_id in run("status")  # the listing too
+
+
+def test_archiver_alone_lists_its_own_commands_grouped_and_djangos_behind_help_all(tmp_path):
+    listing = manage(tmp_path / "nowhere", program=ARCHIVER_SCRIPT)
+    assert listing.returncode == 0, listing.stderr
+    lines = listing.stdout.splitlines()
+    groups = [line for line in lines if line.endswith(":") and not line.startswith(" ")]
+    assert groups[:3] == ["crawls:", "archives:", "operations:"]
+    commands = [line.split()[0] for line in lines if line.startswith("  ")]
+    assert commands[:3] == ["add", "status", "pause"]
+    assert {"files", "pages", "run", "doctor", "migrate"} <= set(commands)
+    assert not {"flush", "startproject", "shell", "dumpdata"} & set(commands)
+    assert all(len(line) <= 100 for line in lines)
+    every = manage(tmp_path / "nowhere", "help", "--all", program=ARCHIVER_SCRIPT)
+    assert every.returncode == 0, every.stderr
+    assert "flush" in every.stdout and "startproject" in every.stdout and "add" in every.stdout
+    one = manage(tmp_path / "nowhere", "help", "add", program=ARCHIVER_SCRIPT)
+    assert one.returncode == 0 and "--depth" in one.stdout

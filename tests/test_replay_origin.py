@@ -126,8 +126,13 @@ def test_a_capability_opens_its_crawls_replay_package_and_ranges(replay_client, 
     token = capability.mint(crawl.id, time.time())
     page = replay_client.get(f"/c/{token}/", {"url": "https://example.com/a"})
     html = page.content.decode()
-    assert f'source="http://127.0.0.2:8090/c/{token}/replay.json"' in html
-    assert 'replayBase="/replay/"' in html and 'url="https://example.com/a"' in html
+    assert f'data-source="http://127.0.0.2:8090/c/{token}/replay.json"' in html
+    assert 'data-replaybase="/replay/"' in html and 'data-url="https://example.com/a"' in html
+    # the player starts once its worker is active, or says why within 5 s (docs/admin.md)
+    assert '<script src="/replay/start.js"' in html and 'id="replay-retry"' in html
+    start = replay_client.get("/replay/start.js")
+    assert start.status_code == 200 and start["Content-Type"].startswith("text/javascript")
+    assert b"sw.js?serveIndex=1" in b"".join(start.streaming_content)
     package = replay_client.get(f"/c/{token}/replay.json").json()
     urls = [r["path"] for r in package["resources"]]
     assert urls == [f"http://127.0.0.2:8090/c/{token}/files/{f.pk}/session-{n}.wacz"

@@ -5,6 +5,8 @@ the forms in forms.py, the rate-limited log-in in login.py.
 Django's autodiscover imports this package: importing it registers every ModelAdmin.
 """
 
+import types
+
 from django.contrib import admin
 from django.urls import path
 
@@ -17,9 +19,11 @@ from crawls.admin import (  # noqa: F401  the registrations
     tokens,
     webhooks,
 )
+from crawls.admin.home import index
 from crawls.admin.login import RateLimitedLoginForm
 
 admin.site.login_form = RateLimitedLoginForm  # failed log-ins are limited per address and user
+admin.site.index = types.MethodType(index, admin.site)  # the control room (crawls/admin/home.py)
 
 # The search page (/admin/search/, admin:archiver_search): a page of the site, not of a model.
 _model_urls = admin.site.get_urls

@@ -7,6 +7,8 @@ JSON, downloads, replay, the log) are in crawls/admin/views.py.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -36,6 +38,14 @@ from crawls.admin.views import (
     press,
     replay,
 )
+from crawls.admin.words import (
+    StateFilter,
+    config_html,
+    group_of,
+    one_line_reason,
+    seeds_html,
+    state_words,
+)
 from crawls.cli import age, duration
 from crawls.config import human_size
 from crawls.lease import db_now
@@ -48,7 +58,6 @@ from crawls.models import (
     SnapshotStatus,
     WebhookDelivery,
 )
-from crawls.reasons import reason_line
 
 INLINE_ROWS = 50  # a 100k-snapshot crawl must still render: inlines show the newest rows
 
@@ -111,7 +120,8 @@ class CrawlLogInline(ReadOnlyInline):
 class CrawlEventInline(ReadOnlyInline):
     model = CrawlEvent
     fields = ("created_at", "name", "event_id")
-    verbose_name_plural = f"events (newest {INLINE_ROWS})"
+    classes = ("collapse",)  # event ids are for operators matching webhook deliveries
+    verbose_name_plural = f"operator details: events (newest {INLINE_ROWS})"
 
 
 def crawl_action(method: str, done: str):
@@ -145,6 +155,22 @@ def live_cell(crawl: Crawl, field: str, text: str, css: str = ""):
         '<span class="{}" data-crawl="{}" data-field="{}" data-live-url="{}" title="{}">{}</span>',
         css, crawl.pk, field, reverse("admin:crawls_crawl_live"), text, text,
     )
+
+
+def state_cell(crawl: Crawl):
+    """The state in words, coloured by its group; live.js keeps word and colour current."""
+    return format_html(
+        '<span class="crawl-state state state-{}" data-crawl="{}" data-field="state" data-live-url="{}" '
+        'title="{}">{}</span>',
+        group_of(crawl), crawl.pk, reverse("admin:crawls_crawl_live"), crawl.status, state_words(crawl),
+    )
+
+
+def crawl_title(crawl: Crawl) -> str:
+    """`Crawl a3281777 — example.org`: its short id and its first seed's host."""
+    seeds = crawl.seeds if isinstance(crawl.seeds, list) else []
+    host = urlsplit(seeds[0]).hostname if seeds and isinstance(seeds[0], str) else None
+    return f"Crawl {crawl.short_id}" + (f" — {host}" if host else "")
 
 
 def progress_cell(crawl: Crawl):
@@ -187,7 +213,7 @@ class CrawlAdmin(admin.ModelAdmin):
     # the org is a filter, not a column.
     list_display = ("short_id", "first_seed", "state", "reason", "progress", "size",
                     "running_time", "age")
-    list_filter = ("status", "org")
+    list_filter = (StateFilter, "org")
     list_select_related = ("org",)
     search_fields = ("^id", "seeds")
     ordering = ("-created_at",)
@@ -202,18 +228,19 @@ class CrawlAdmin(admin.ModelAdmin):
     ]
     inlines = (ProcessInline, CrawlEventInline, CrawlLogInline, SnapshotInline)
     fieldsets = (
-        (None, {"fields": ("id", "org", "seeds", "tags", "state", "stop_reason",
-                           "reason", "error")}),
+        (None, {"fields": ("state", "reason", "seed_list", "org", "tags", "error")}),
         ("Progress", {"fields": ("progress", "size", "running_time",
                                  "execution_time", "attempts", "scale", "snapshot_count")}),
         ("Archive files", {"fields": ("files_table",)}),
         ("Failed pages", {"fields": ("failed_pages",)}),
         ("Webhook deliveries", {"classes": ("collapse",), "fields": ("deliveries",)}),
-        ("Configuration", {"fields": ("config", "config_override")}),
+        ("Configuration", {"fields": ("config_summary", "override_summary")}),
         ("Times", {"fields": ("created_at", "started_at", "paused_at", "finished_at",
                               "progress_at", "updated_at")}),
-        ("Lease", {"classes": ("collapse",),
-                   "fields": ("retry_at", "lease_owner", "lease_token", "redis_db", "stalls")}),
+        # Internals an operator may need, folded away (a <details> in Django's admin).
+        ("Operator details", {"classes": ("collapse",),
+                              "fields": ("id", "status", "intent", "stop_reason", "retry_at",
+                                         "lease_owner", "lease_token", "redis_db", "stalls")}),
     )
     # People edit tags only; state and counters change through buttons and the runner.
     readonly_fields = tuple(
@@ -249,11 +276,15 @@ class CrawlAdmin(admin.ModelAdmin):
     def add_view(self, request, form_url="", extra_context=None):
         return add_crawl(self, request)
 
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {**(extra_context or {}), "title": "Crawls"})
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
         crawl = Crawl.objects.filter(pk=object_id).first()
         if crawl is not None:
             extra_context = {
-                **(extra_context or {}), "crawl": crawl,
+                **(extra_context or {}), "crawl": crawl, "title": crawl_title(crawl), "subtitle": None,
+                "state_words": state_words(crawl), "state_group": group_of(crawl),
                 "buttons": allowed_buttons(request, crawl),
                 "may_add": may(request, "add"),
                 "may_edit": may(request, "change") and editable(crawl),
@@ -291,14 +322,33 @@ class CrawlAdmin(admin.ModelAdmin):
         more = f" (+{len(seeds) - 1})" if len(seeds) > 1 else ""
         return format_html('<span class="crawl-seed" title="{}">{}</span>{}', "\n".join(seeds), seeds[0], more)
 
+    @admin.display(description="seeds")
+    def seed_list(self, obj):
+        return seeds_html(obj.seeds)
+
+    @admin.display(description="configuration")
+    def config_summary(self, obj):
+        return config_html(obj.config)
+
+    @admin.display(description="changed for this attempt")
+    def override_summary(self, obj):
+        override = obj.config_override if isinstance(obj.config_override, dict) else {}
+        if not override:
+            return "nothing"
+        seeds = override.get("seeds")
+        rest = {k: v for k, v in override.items() if k != "seeds"}
+        parts = [format_html("only {} page(s): {}", len(seeds), seeds_html(seeds))] if seeds else []
+        return format_html_join("", "{}", ((part,) for part in parts)) if not rest else format_html(
+            "{}{}", format_html_join("", "{}", ((part,) for part in parts)),
+            format_html_join("", "<p>{}: {}</p>", ((k.replace("_", " "), v) for k, v in rest.items())))
+
     @admin.display(description="state", ordering="status")
     def state(self, obj):
-        text = obj.status + (f" ({obj.intent} requested)" if obj.intent else "")
-        return live_cell(obj, "state", text, "crawl-state")
+        return state_cell(obj)
 
-    @admin.display(description="reason")
+    @admin.display(description="why")
     def reason(self, obj):
-        return live_cell(obj, "reason", reason_line(obj), "crawl-reason")
+        return live_cell(obj, "reason", one_line_reason(obj), "crawl-reason")
 
     @admin.display(description="pages")
     def progress(self, obj):

@@ -23,6 +23,7 @@ from archiver import conf
 from archiver.errors import ActionRefused
 from crawls import actions, capability, storage
 from crawls.admin.forms import CrawlForm, config_initial
+from crawls.admin.words import group_of, one_line_reason, state_words
 from crawls.cli import age, duration
 from crawls.config import human_size
 from crawls.downloads import file_name, serve_archive, serve_object
@@ -189,7 +190,11 @@ def live_row(crawl: Crawl, now) -> dict:
         "id": crawl.id,
         "status": crawl.status,
         "intent": crawl.intent,
-        "state": crawl.status + (f" ({crawl.intent} requested)" if crawl.intent else ""),
+        "state": state_words(crawl),
+        "group": group_of(crawl),
+        # what the crawl's page compares to know its buttons are out of date
+        "internal": crawl.status + (f" ({crawl.intent} requested)" if crawl.intent else ""),
+        "reason_line": one_line_reason(crawl),
         "final": crawl.is_final,
         "reason": reason_sentence(crawl),
         "error": error_sentence(crawl),

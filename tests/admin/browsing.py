@@ -61,20 +61,15 @@ def replayed_text_found(driver, text: str) -> bool:
 
 
 def wait_for_replayed_text(driver, shots, text: str, name: str) -> None:
-    """Wait for `text` in the archived page ReplayWeb.page shows. A person reloads a player
-    whose first load raced its service worker's start (seen on a loaded machine): so does
-    this, once."""
-    for attempt in range(2):
-        try:
-            wait_until(lambda: replayed_text_found(driver, text), 60,
-                       f"{text!r} inside the replay frame", interval=1)
-            break
-        except AssertionError:
-            shots.take(f"{name}-failed-{attempt}")
-            if attempt:
-                console = "\n".join(str(entry) for entry in driver.get_log("browser")[-30:])
-                raise AssertionError(f"no {text!r} in the replay; browser console:\n{console}") from None
-            driver.refresh()
+    """Wait for `text` in the archived page ReplayWeb.page shows, on its first load: no
+    reload (the player starts once its service worker is active, crawls/static/crawls/
+    replay-start.js)."""
+    try:
+        wait_until(lambda: replayed_text_found(driver, text), 60, f"{text!r} inside the replay frame", interval=1)
+    except AssertionError:
+        shots.take(f"{name}-failed")
+        console = "\n".join(str(entry) for entry in driver.get_log("browser")[-30:])
+        raise AssertionError(f"no {text!r} in the replay on its first load; browser console:\n{console}") from None
     shots.take(name)
 
 

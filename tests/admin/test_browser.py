@@ -154,7 +154,7 @@ def test_a_person_adds_watches_pauses_downloads_and_deletes_a_crawl_in_the_brows
         # Back on the list, it completes without a reload.
         driver.get(f"{admin_url}/admin/crawls/crawl/")
         driver.execute_script("window.__sameList = true;")
-        wait_until(lambda: text_of(driver, state) == "complete", 300, "the crawl to complete")
+        wait_until(lambda: text_of(driver, state) == "done", 300, "the crawl to complete")
         assert driver.execute_script("return window.__sameList === true;")
         shots.take("list-complete")
 

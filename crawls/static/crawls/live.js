@@ -21,7 +21,15 @@
     }
     let text = row[field];
     if (field === "reason") {
-      text = [row.reason, row.error].filter(Boolean).join(" — ");
+      text = row.reason_line || [row.reason, row.error].filter(Boolean).join(" — ");
+    }
+    if (field === "state" && row.group) {
+      for (const name of Array.from(cell.classList)) {
+        if (name.startsWith("state-")) {
+          cell.classList.remove(name);
+        }
+      }
+      cell.classList.add("state-" + row.group);
     }
     if (text !== undefined) {
       cell.textContent = text;
@@ -78,7 +86,7 @@
     document.body.dataset.liveRefreshed = String(Date.now());
     const page = document.querySelector("[data-crawl-page]");
     const row = page && rows.get(page.dataset.crawlPage);
-    if (row && row.state !== page.dataset.state) {
+    if (row && row.internal !== page.dataset.state) {
       window.location.reload();
     }
   }

@@ -1,0 +1,70 @@
+"""Every admin page, in a real Chromium, at 1,280×800 with the navigation sidebar open and
+at 390×844 (a phone): a screenshot of each under test-artifacts/admin-browser/, and no
+page scrolls sideways (issue 26). The crawl's page carries a very long but allowed seed."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.admin.browsing import log_in, wait_until
+
+pytestmark = pytest.mark.slow
+
+SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
+LONG_SEED = "http://localhost:9/" + "a-long-path-segment/" * 60 + "?q=" + "x" * 800
+
+
+def overflow(driver) -> int:
+    return driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth;")
+
+
+def pages(installation) -> dict[str, str]:
+    crawl_id = installation.manage("add", LONG_SEED, "--limit", "10").strip()
+    installation.manage("add", "http://localhost:9/short").strip()
+    failed = installation.manage("add", "http://localhost:9/" + "b" * 300).strip()
+    installation.query("UPDATE crawls_crawl SET status = 'failed', error = ? WHERE id = ?",
+                       "every crawler instance failed (no page succeeded): " + "y" * 300, failed)
+    installation.query(
+        "INSERT INTO crawls_crawllog (crawl_id, created_at, level, source, message, details, size) "
+        "VALUES (?, CURRENT_TIMESTAMP, 'error', ?, ?, '{}', 0)", crawl_id,
+        f"crawler-{crawl_id[:8]}-instance-10", "z" * 500)
+    return {
+        "home": "/admin/",
+        "crawl-list": "/admin/crawls/crawl/",
+        "crawl-page": f"/admin/crawls/crawl/{crawl_id}/change/",
+        "add-form": "/admin/crawls/crawl/add/",
+        "log": f"/admin/crawls/crawl/{crawl_id}/log/",
+        "pages": "/admin/crawls/snapshot/",
+        "orgs": "/admin/crawls/org/",
+        "tokens": "/admin/crawls/apitoken/",
+        "webhooks": "/admin/crawls/webhook/",
+        "deliveries": "/admin/crawls/webhookdelivery/",
+        "schedules": "/admin/crawls/schedule/",
+    }
+
+
+def test_every_admin_page_fits_a_1280_px_window_with_the_sidebar_open_and_a_390_px_phone(
+        installation, admin_url, browser, shots):
+    from selenium.webdriver.common.by import By
+
+    driver = browser
+    urls = pages(installation)
+    log_in(driver, admin_url, installation)
+    driver.execute_script("localStorage.setItem('django.admin.navSidebarIsOpen', 'true');")
+    too_wide = {}
+    for size, (width, height) in SIZES.items():
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+        for name, path in urls.items():
+            driver.get(admin_url + path)
+            wait_until(lambda: driver.execute_script("return document.readyState") == "complete",
+                       30, f"{name} to load")
+            assert driver.execute_script("return window.innerWidth") == width
+            assert "/login/" not in driver.current_url
+            shots.take(f"{name}-{size}")
+            if name == "crawl-page":  # the long seed is whole one click away: its link
+                link = driver.find_element(By.CSS_SELECTOR, ".seed-list a")
+                assert link.get_attribute("href") == LONG_SEED
+            if overflow(driver) > 0:
+                too_wide[f"{name} at {width} px"] = overflow(driver)
+    assert too_wide == {}, f"pages that scroll sideways (px too wide): {too_wide}"
