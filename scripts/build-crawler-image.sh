@@ -77,13 +77,27 @@ build_local_base() {
     mirror=$(apt_mirror) || die "no bookworm mirror found in /etc/apt/sources.list(.d)"
     rootfs=$(mktemp -d /var/tmp/archiver-rootfs.XXXXXX)
     # shellcheck disable=SC2064  # expand now: the path is fixed
-    trap "rm -rf '$rootfs'" EXIT
+    trap "umount '$rootfs/proc' 2>/dev/null; rm -rf '$rootfs'" EXIT
     say "building $LOCAL_BASE with debootstrap from $mirror (a few minutes: chromium)"
     # chromium brings its own libraries; fonts-liberation gives pages metric-compatible
     # Arial/Times/Courier, so screenshots and layout-driven behaviors look as in a desktop browser.
-    debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,chromium,fonts-liberation \
+    debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
         bookworm "$rootfs" "$mirror" >"$rootfs.log" 2>&1 \
         || { tail -n 30 "$rootfs.log" >&2; die "debootstrap failed (log: $rootfs.log)"; }
+    # chromium goes in with the new system's apt, not debootstrap's --include: debootstrap's
+    # own configuration pass cannot order chromium's desktop dependencies (dconf-service
+    # fails to configure there, five times). Services must not start inside the chroot.
+    cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+    printf '#!/bin/sh\nexit 101\n' >"$rootfs/usr/sbin/policy-rc.d"
+    chmod 755 "$rootfs/usr/sbin/policy-rc.d"
+    mount -t proc proc "$rootfs/proc"
+    local installed=0
+    chroot "$rootfs" env DEBIAN_FRONTEND=noninteractive sh -c \
+        'apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-liberation' \
+        >>"$rootfs.log" 2>&1 || installed=$?
+    umount "$rootfs/proc"
+    rm -f "$rootfs/usr/sbin/policy-rc.d" "$rootfs/etc/resolv.conf"
+    ((installed == 0)) || { tail -n 30 "$rootfs.log" >&2; die "installing chromium in the base failed (log: $rootfs.log)"; }
     rm -f "$rootfs.log"
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
     tar -C "$rootfs" -c . | "$DOCKER" import \

@@ -82,3 +82,21 @@ def test_an_unreachable_engine_keeps_the_daemon_up_and_crawls_wait_then_proceed(
     crawl.refresh_from_db()
     assert crawl.status == S.COMPLETE, crawl.error
     assert crawl.waiting_reason == "" and crawl.files.count() == 1
+
+
+def test_a_browser_mode_crawl_in_archivers_own_image_archives_the_script_built_pages(
+        make_runner, make_crawl, docker_settings, docker_client, no_leftover_containers):
+    # The image build puts Debian's chromium in the base (scripts/build-crawler-image.sh).
+    from tests.jssite import js_pages, js_site
+
+    launcher = DockerLauncher(docker_settings)
+    runner = make_runner(launcher, settings=docker_settings, clock=db_now)
+    with serve_site(extra=js_site(7)) as site:
+        crawl = make_crawl(site.root + "/js/", workers=2, browser=True)
+        drive(runner, is_final(crawl), timeout=240)
+    crawl.refresh_from_db()
+    assert crawl.status == S.COMPLETE, crawl.error
+    assert "--browser" in crawl.processes.get().args
+    done = set(crawl.snapshots.filter(status="done").values_list("url", flat=True))
+    assert js_pages(site.root, 7) <= done
+    assert our_containers(docker_client, docker_settings) == []

@@ -101,8 +101,12 @@ class BrowserEngine:
         try:
             return await self._start_as(self._runs_as)
         except BrowserUnavailable as exc:
-            if not (self._runs_as.sandbox and self._runs_as.uid is not None):
+            if not self._runs_as.sandbox:
                 raise
+            # Never root here (run_as() gives root no sandbox to lose): an unprivileged user
+            # without user namespaces, as in archiver's container under Docker's default
+            # seccomp profile, where the container itself (no capabilities, no new
+            # privileges, a read-only root) is the wall.
             logger.warning("Chromium would not start sandboxed as an unprivileged user (%s); "
                            "starting it as that user without its sandbox (--no-sandbox)", exc)
             self._runs_as = replace(self._runs_as, sandbox=False)

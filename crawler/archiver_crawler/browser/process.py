@@ -10,9 +10,10 @@ Its sandbox stays on. Chromium refuses to start with it as root, so as root it r
 unprivileged user (`nobody`, switched to by util-linux's `setpriv` between the spawn and
 Chromium's exec, so the pipes on fds 3 and 4 are set up by posix_spawn as for any user);
 only when there is no such user or no setpriv does it run as root with `--no-sandbox`, and
-a warning says so. If Chromium cannot start sandboxed as that user (no user namespaces,
-as under Docker's default seccomp profile), it is started once more with `--no-sandbox`,
-still unprivileged, with a warning.
+a warning says so. If Chromium cannot start sandboxed as an unprivileged user (that one, or
+the crawler's own when not root: no user namespaces, as in archiver's container under
+Docker's default seccomp profile), it is started once more with `--no-sandbox`, still
+unprivileged, with a warning.
 """
 
 from __future__ import annotations
