@@ -34,6 +34,7 @@ from archiver import conf
 from archiver.errors import ArchiverError
 from crawls import storage
 from crawls.downloads import open_archive
+from crawls.models import PayloadDigest
 from crawls.selectors import Selector, page_text
 
 INDEX_MEMBERS = ("indexes/index.cdxj", "indexes/index.cdx", "indexes/index.cdx.gz")
@@ -168,7 +169,7 @@ class Comparison:
             self.diff.unchanged.append(url)
         else:
             similarity = None
-            if before.is_html and after.is_html:
+            if self.is_html(before) and self.is_html(after):
                 similarity = text_similarity(self.archives.text(before), self.archives.text(after))
             self.diff.changed.append(Change(url, before.digest, after.digest, similarity))
 
@@ -188,8 +189,13 @@ class Comparison:
             self.diff.changed.append(Change(url, before.digest, after.digest,
                                             text_similarity(text_a, text_b)))
 
+    def is_html(self, capture: Capture) -> bool:
+        """A revisit's CDXJ line says warc/revisit: the type is the original record's."""
+        source = self.archives.original(capture) if capture.revisit else capture
+        return source is not None and source.is_html
+
     def selected(self, capture: Capture | None) -> str | None:
-        if capture is None or not capture.is_html:
+        if capture is None or not self.is_html(capture):
             return None
         html = self.archives.html(capture)
         return None if html is None else self.selector.text(html)
@@ -274,7 +280,7 @@ class Archives(contextlib.ExitStack):
         """The HTML body of the page's response (a revisit's from the record it names)."""
         source = capture
         if capture.revisit:
-            source = self.by_digest.get(capture.digest)
+            source = self.original(capture)
             if source is None:
                 return None
         if source.file is None or not source.warc:
@@ -285,6 +291,24 @@ class Archives(contextlib.ExitStack):
         except (KeyError, OSError, zipfile.BadZipFile, EOFError, zlib.error):
             return None
         return http_body_text(record)
+
+    def original(self, capture: Capture) -> Capture | None:
+        """The record a revisit names: in the crawls compared, or in the archive of the org
+        that holds its payload (PayloadDigest), as when both crawls revisit a third."""
+        found = self.by_digest.get(capture.digest)
+        if found is not None or capture.file is None:
+            return found
+        prefixed = capture.digest if ":" in capture.digest else "sha1:" + capture.digest
+        holder = (PayloadDigest.objects.filter(org_id=capture.file.crawl.org_id,
+                                               digest__in={capture.digest, prefixed})
+                  .select_related("crawl_file").first())
+        if holder is None or holder.crawl_file_id in self.zips:
+            return None
+        for held in read_index(self.open(holder.crawl_file)).values():
+            held.file = holder.crawl_file
+            if held.digest and not held.revisit:
+                self.by_digest.setdefault(held.digest, held)
+        return self.by_digest.get(capture.digest)
 
     def text(self, capture: Capture) -> str | None:
         if capture.text is not None:

@@ -64,20 +64,24 @@ class Output:
         self.pages: PagesFile | None = None
         self.known: KnownPayloads | None = None  # set at start when the crawl deduplicates
         self.revisits = 0
+        # This session's page lines: with the page text they go into the WACZ at about the
+        # size of the pages' HTML, so the size limit and the reported size count them.
+        self.page_bytes = 0
 
     def archive(self, exchange: Exchange) -> int:
-        """Write one request/response pair to this session's WARC; return the WARC's size."""
+        """Write one request/response pair to this session's WARC; return the session's size
+        (its WARC and its page lines)."""
         if self.warc is None:
             self.warc = WarcFile(self.dir / "archive", self.instance_id, self.config.collection)
         self.revisits += self.warc.write(exchange, self.known)
-        return self.warc.size
+        return self.warc.size + self.page_bytes
 
     def write_records(self, writer) -> int:
-        """`writer(warc)` writes a page's records (browser mode); the WARC's size after."""
+        """`writer(warc)` writes a page's records (browser mode); the session's size after."""
         if self.warc is None:
             self.warc = WarcFile(self.dir / "archive", self.instance_id, self.config.collection)
         writer(self.warc)
-        return self.warc.size
+        return self.warc.size + self.page_bytes
 
     @property
     def warc_name(self) -> str | None:
@@ -87,6 +91,7 @@ class Output:
         if self.pages is None:
             self.pages = PagesFile(self.dir / "pages" / "pages.jsonl")
         self.pages.append(line)
+        self.page_bytes += len(line.encode()) + 1
 
     def close(self) -> None:
         if self.warc is not None:
@@ -98,9 +103,10 @@ class Output:
         return bool(warc_files(self.dir))
 
     def archive_size(self) -> int:
-        """Bytes of this instance's WARC files (all sessions) in archive/."""
+        """Bytes of this instance's WARC files (all sessions) in archive/, and of this
+        session's page lines."""
         own = safe_instance_id(self.instance_id)
-        total = 0
+        total = self.page_bytes
         for path in warc_files(self.dir):
             if warc_instance(path.name) == own:
                 try:

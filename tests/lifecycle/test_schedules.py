@@ -72,7 +72,10 @@ def test_a_due_schedule_queues_one_crawl_of_its_configuration(nightly):
     assert fire_due_schedules("runner-a", SLOT)
     (crawl,) = crawls_of(nightly)
     assert crawl.status == S.QUEUED and crawl.created_at == SLOT
-    assert crawl.crawl_config == CONFIG and crawl.tags == ["nightly"] and crawl.org == nightly.org
+    # Its browser mode is decided as the slot's crawl is added (no Chromium for the tests: HTTP).
+    assert crawl.crawl_config.browser is False
+    assert crawl.crawl_config.model_copy(update={"browser": None}) == CONFIG
+    assert crawl.tags == ["nightly"] and crawl.org == nightly.org
     nightly.refresh_from_db()
     assert nightly.last_crawl == crawl
     assert (nightly.retry_at, nightly.lease_owner) == (SLOT + DAY, "")

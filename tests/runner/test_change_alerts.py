@@ -98,8 +98,11 @@ def crawl_once(make_runner, schedule, url) -> Crawl:
     return crawl
 
 
-def watched(org, url, **watch) -> object:
-    schedule = create_schedule(org, "0 3 * * *", CrawlConfig(seeds=[url], depth=1), now=db_now())
+def watched(org, url, dedup: bool = False, **watch) -> object:
+    # Without dedup unless asked: two schedules of one site in one org would otherwise store
+    # the second's first crawl as revisits of the first's (tests/test_dedup.py covers that).
+    schedule = create_schedule(org, "0 3 * * *", CrawlConfig(seeds=[url], depth=1, dedup=dedup),
+                               now=db_now())
     alerts.set_watch(schedule, alerts.parse_watch(**watch), db_now())
     return schedule
 
