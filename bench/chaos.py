@@ -37,6 +37,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# The trials' crawls fetch over HTTP, as the suite's do (tests/conftest.py): browser mode
+# would be chosen wherever a Chromium is found.
+os.environ.setdefault("ARCHIVER_CHROMIUM", "none")
 
 from tests.chaos.harness import COUNT_KEYS, EXTRA_KEYS, docker_ready  # noqa: E402
 from tests.chaos.trials import (  # noqa: E402

@@ -472,8 +472,10 @@ class Trial:
         name = f"d{len(self.data_dirs)}"
         path = path or self.root / name
         path.mkdir(parents=True, exist_ok=True)
+        # ARCHIVER_CHROMIUM too: the trials' crawls are HTTP crawls, as the suite's are
+        # (tests/conftest.py), unless a trial asks for the browser in extra_env.
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith("ARCHIVER_") or k == "ARCHIVER_CRAWLER_IMAGE"}
+               if not k.startswith("ARCHIVER_") or k in ("ARCHIVER_CRAWLER_IMAGE", "ARCHIVER_CHROMIUM")}
         env.pop("DJANGO_SETTINGS_MODULE", None)
         env.update({
             "ARCHIVER_DATA_DIR": str(path), "ARCHIVER_DATABASE_URL": self.database_url,
