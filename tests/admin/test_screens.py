@@ -40,6 +40,10 @@ def pages(installation) -> dict[str, str]:
         "webhooks": "/admin/crawls/webhook/",
         "deliveries": "/admin/crawls/webhookdelivery/",
         "schedules": "/admin/crawls/schedule/",
+        "search": "/admin/search/?q=" + "long" * 60,
+        "collections": "/admin/crawls/collection/",
+        "collection-add": "/admin/crawls/collection/add/",
+        "web-captures": "/web/*/" + LONG_SEED,
     }
 
 
