@@ -137,8 +137,18 @@ def _pack(zf: zipfile.ZipFile, source, size: int, arcname: str, compression: int
 
 
 def _whole_lines(path: Path) -> bytes:
+    """The file's lines that are whole JSON: the last one may be still being written, and a
+    write cut short by a full disk leaves a torn line that the next append runs into."""
     data = path.read_bytes()
-    return data[: data.rfind(b"\n") + 1]
+    data = data[: data.rfind(b"\n") + 1]
+    whole = []
+    for line in data.splitlines(keepends=True):
+        try:
+            json.loads(line)
+        except ValueError:
+            continue
+        whole.append(line)
+    return b"".join(whole)
 
 
 def build_wacz(collection_dir: Path, collection: str, main_page: str | None = None) -> Path | None:
