@@ -7,7 +7,8 @@
 
 A page is a URL of a WACZ's pages/pages.jsonl, normalised as the crawler normalises links.
 It changed when the payload digest of its response record differs, read from the WACZ's
-CDXJ index (a revisit record counts as the digest it names). For HTML pages a similarity
+CDXJ index (a revisit record counts as the digest it names; where the index gives no
+digest, its body differs). For HTML pages a similarity
 of their texts is given too: difflib's SequenceMatcher ratio over words (the quick ratio on
 very long pages), 1.0 for equal texts. The text is pages.jsonl's `text` when the crawler
 wrote one, else extracted from the HTML body in the WARC (scripts and styles dropped).
@@ -165,7 +166,7 @@ class Comparison:
             self.diff.added.append(url)
         elif after is None:
             self.diff.removed.append(url)
-        elif before.digest == after.digest:
+        elif self.same(before, after):
             self.diff.unchanged.append(url)
         else:
             similarity = None
@@ -183,11 +184,21 @@ class Comparison:
             self.diff.added.append(url)
         elif text_b is None:
             self.diff.removed.append(url)
-        elif before.digest == after.digest or text_a == text_b:
+        elif self.same(before, after) or text_a == text_b:
             self.diff.unchanged.append(url)
         else:
             self.diff.changed.append(Change(url, before.digest, after.digest,
                                             text_similarity(text_a, text_b)))
+
+    def same(self, before: Capture, after: Capture) -> bool:
+        if before.digest and after.digest:
+            return before.digest == after.digest
+        # A CDXJ line may leave the digest out (it is optional): two empty digests say
+        # nothing, so the bodies decide, or the pages' texts when no record is indexed.
+        body_a, body_b = self.archives.html(before), self.archives.html(after)
+        if body_a is None and body_b is None:
+            return before.text == after.text
+        return body_a == body_b
 
     def is_html(self, capture: Capture) -> bool:
         """A revisit's CDXJ line says warc/revisit: the type is the original record's."""

@@ -1,0 +1,42 @@
+"""crawls/diffing.py on WACZs whose CDXJ gives no payload digest (the field is optional, and
+other tools leave it out): the bodies decide whether a page changed, not two empty digests."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawls import diffing
+from crawls.config import CrawlConfig
+from crawls.models import Crawl, CrawlFile, CrawlStatus, Org
+from tests.admin.browsing import stored_wacz
+
+pytestmark = pytest.mark.django_db
+
+URL = "http://localhost:9/news.html"
+
+
+def kept(data_dir, org, pages: dict[str, str]) -> Crawl:
+    crawl = Crawl.create(org, CrawlConfig(seeds=[URL]))
+    Crawl.objects.filter(pk=crawl.pk).update(status=CrawlStatus.COMPLETE)
+    crawl.refresh_from_db()
+    for n, (url, body) in enumerate(pages.items()):
+        path = f"archives/{crawl.id}/session-{n}.wacz"
+        (data_dir / path).parent.mkdir(parents=True, exist_ok=True)
+        size, sha256 = stored_wacz(data_dir / path, url, "News", body)
+        CrawlFile.objects.create(crawl=crawl, path=path, size=size, sha256=sha256)
+    return crawl
+
+
+def html(text: str) -> str:
+    return f"<html><head><title>News</title></head><body><p>{text}</p></body></html>"
+
+
+def test_without_digests_a_changed_body_is_changed_and_an_equal_one_unchanged(conf_data_dir):
+    org = Org.objects.create(slug="acme", name="Acme")
+    same = "http://localhost:9/same.html"
+    a = kept(conf_data_dir, org, {URL: html("the old story"), same: html("the same")})
+    b = kept(conf_data_dir, org, {URL: html("the new story"), same: html("the same")})
+    diff = diffing.compare(a, b)
+    assert [change.url for change in diff.changed] == [URL]
+    assert diff.unchanged == [same]
+    assert 0 < diff.changed[0].similarity < 1
