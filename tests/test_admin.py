@@ -17,6 +17,8 @@ from django.utils import timezone
 from crawls.admin.crawl import INLINE_ROWS
 from crawls.config import CrawlConfig
 from crawls.models import (
+    ApiToken,
+    Collection,
     Crawl,
     CrawlFile,
     CrawlLog,
@@ -26,6 +28,7 @@ from crawls.models import (
     Process,
     Schedule,
     Snapshot,
+    Webhook,
 )
 
 S = CrawlStatus
@@ -990,3 +993,29 @@ def test_the_control_room_runs_a_bounded_number_of_queries(admin_client, make_cr
     for n in range(5):
         Org.objects.create(slug=f"org{n}", name=f"Org {n}")
     assert queries() == few and few <= 15
+
+
+def test_every_list_and_form_is_titled_in_words_not_djangos_select_x_to_change(admin_client, org, make_crawl):
+    hook = Webhook.objects.create(url="https://hooks.example/x", secret="s" * 20)
+    token, _ = ApiToken.issue(User.objects.get(username="admin"), "ci", org=org)
+    collection = Collection.objects.create(org=org, name="Elections 2026")
+    titles = {
+        reverse("admin:crawls_org_changelist"): "Orgs",
+        reverse("admin:crawls_org_change", args=[org.pk]): "Org acme",
+        reverse("admin:crawls_org_add"): "Add an org",
+        reverse("admin:crawls_webhook_changelist"): "Webhooks",
+        reverse("admin:crawls_webhook_change", args=[hook.pk]): f"Webhook {hook}",
+        reverse("admin:crawls_webhookdelivery_changelist"): "Webhook deliveries",
+        reverse("admin:crawls_apitoken_changelist"): "API tokens",
+        reverse("admin:crawls_apitoken_add"): "Add an API token",
+        reverse("admin:crawls_apitoken_change", args=[token.pk]): f"API token {token}",
+        reverse("admin:crawls_snapshot_changelist"): "Archived pages",
+        reverse("admin:crawls_schedule_changelist"): "Schedules",
+        reverse("admin:crawls_collection_changelist"): "Collections",
+        reverse("admin:crawls_collection_add"): "Add a collection",
+        reverse("admin:crawls_collection_change", args=[collection.pk]): "Collection Elections 2026",
+    }
+    for url, title in titles.items():
+        html = admin_client.get(url).content.decode()
+        assert f"<title>{title} |" in html, url
+        assert "to change</h1>" not in html and "<h1>Change " not in html and "<h1>Add api" not in html, url

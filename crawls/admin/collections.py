@@ -21,13 +21,14 @@ from django.utils.html import format_html
 from archiver import conf
 from archiver.errors import ActionRefused
 from crawls import actions, capability, wayback
+from crawls.admin.words import PlainTitles
 from crawls.collection_files import serve_package
 from crawls.collection_replay import web_answer
 from crawls.models import Collection, Crawl
 
 
 @admin.register(Collection)
-class CollectionAdmin(admin.ModelAdmin):
+class CollectionAdmin(PlainTitles, admin.ModelAdmin):
     list_display = ("name", "org", "member_count", "public", "created_at", "links")
     list_filter = ("org",)
     search_fields = ("name", "description")

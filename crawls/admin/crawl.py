@@ -39,6 +39,7 @@ from crawls.admin.views import (
     replay,
 )
 from crawls.admin.words import (
+    PlainTitles,
     StateFilter,
     config_html,
     group_of,
@@ -249,7 +250,6 @@ class CrawlAdmin(admin.ModelAdmin):
     )
 
     class Media:
-        css = {"all": ["crawls/admin.css"]}
         js = ["crawls/live.js"]
 
     def get_queryset(self, request):
@@ -400,7 +400,7 @@ class CrawlAdmin(admin.ModelAdmin):
 
 
 @admin.register(Snapshot)
-class SnapshotAdmin(admin.ModelAdmin):
+class SnapshotAdmin(PlainTitles, admin.ModelAdmin):
     """Every snapshot of a crawl, paginated; reached from the crawl's page."""
 
     list_display = ("url", "title", "crawl", "depth", "status", "http_status", "captured_at")

@@ -74,7 +74,6 @@ class TagsWidget(forms.TextInput):
 
     class Media:
         js = ["crawls/tags.js"]
-        css = {"all": ["crawls/admin.css"]}
 
     def __init__(self):
         super().__init__(attrs={"size": 60, "class": "tags-input", "data-tags": "1",

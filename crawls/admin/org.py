@@ -8,6 +8,7 @@ from django.db.models import Count, FloatField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from crawls.admin.words import PlainTitles
 from crawls.config import MAX_SIZE, human_size, parse_size
 from crawls.models import CrawlStatus, Org, OrgUsage, month_start
 
@@ -52,7 +53,7 @@ def with_usage(orgs):
 
 
 @admin.register(Org)
-class OrgAdmin(admin.ModelAdmin):
+class OrgAdmin(PlainTitles, admin.ModelAdmin):
     form = OrgForm
     list_display = ("slug", "name", "active", "stored", "exec_minutes_this_month",
                     "max_concurrent_crawls", "max_pages_per_crawl")

@@ -8,12 +8,13 @@ from django.utils.html import format_html
 from crawls import schedules
 from crawls.admin.forms import BROWSER_FIELDS, ScheduleForm, next_runs
 from crawls.admin.views import may
+from crawls.admin.words import PlainTitles
 from crawls.lease import db_now
 from crawls.models import Schedule, first_text
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(PlainTitles, admin.ModelAdmin):
     """A schedule is edited with the crawl form plus its cron expression."""
 
     form = ScheduleForm
@@ -31,7 +32,6 @@ class ScheduleAdmin(admin.ModelAdmin):
     )
 
     class Media:
-        css = {"all": ["crawls/admin.css"]}
         js = ["crawls/tags.js"]
 
     # A schedule queues crawls of whatever seeds it holds: adding or changing one is, in

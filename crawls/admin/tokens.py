@@ -6,12 +6,13 @@ from django.contrib import admin, messages
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 
+from crawls.admin.words import PlainTitles
 from crawls.lease import db_now
 from crawls.models import ApiToken
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(PlainTitles, admin.ModelAdmin):
     """API tokens: the secret is shown once, in the message after adding; revoke is an action."""
 
     list_display = ("prefix", "name", "user", "org", "read_only", "rate_limit", "last_used_at", "revoked_at")

@@ -15,6 +15,7 @@ from django.core.exceptions import PermissionDenied
 from archiver.errors import ActionRefused, ConfigError, WebhookRefused
 from crawls import ssrf
 from crawls.actions import one_nudge, replay_delivery
+from crawls.admin.words import PlainTitles
 from crawls.lease import db_now
 from crawls.models import CrawlEvent, DeliveryStatus, Webhook, WebhookDelivery
 from crawls.webhooks import InvalidWebhook, clean_secret, shown_url
@@ -55,7 +56,7 @@ class WebhookForm(forms.ModelForm):
 
 
 @admin.register(Webhook)
-class WebhookAdmin(admin.ModelAdmin):
+class WebhookAdmin(PlainTitles, admin.ModelAdmin):
     form = WebhookForm
     list_display = ("id", "shown_url", "event_names", "org", "enabled", "pending", "failed")
     list_filter = ("enabled", "org")
@@ -94,7 +95,7 @@ def replay(modeladmin, request, queryset):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(PlainTitles, admin.ModelAdmin):
     list_display = ("id", "webhook", "event_name", "crawl", "status", "attempts", "last_status_code",
                     "retry_at", "delivered_at", "last_error")
     list_filter = ("status", "webhook")

@@ -9,7 +9,9 @@ One mapping, so the list, the filter, the crawl's page and the home page say the
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.admin.utils import unquote
 from django.utils.html import format_html, format_html_join
+from django.utils.text import capfirst
 
 from crawls.config import human_size
 from crawls.models import CrawlStatus
@@ -70,6 +72,27 @@ def state_badge(crawl):
     """The coloured state word, its internal state in the title for operators."""
     return format_html('<span class="state state-{}" title="{}">{}</span>',
                        group_of(crawl), crawl.status, state_words(crawl))
+
+
+class PlainTitles:
+    """Page titles in words — "Webhooks", "Webhook https://…", "Add a webhook" — where Django
+    says "Select webhook to change" and "Change webhook". Mixed in before ModelAdmin."""
+
+    def changelist_view(self, request, extra_context=None):
+        title = capfirst(self.model._meta.verbose_name_plural)
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
+    def add_view(self, request, form_url="", extra_context=None):
+        name = self.model._meta.verbose_name
+        article = "an" if name[:1].lower() in "aeiou" else "a"
+        return super().add_view(request, form_url, {"title": f"Add {article} {name}", **(extra_context or {})})
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, unquote(object_id))
+        if obj is not None:
+            extra_context = {"title": f"{capfirst(self.model._meta.verbose_name)} {obj}", "subtitle": None,
+                             **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra_context)
 
 
 class StateFilter(admin.SimpleListFilter):

@@ -51,6 +51,7 @@ class Snapshot(Leased):
 
     class Meta:
         ordering = ["crawl", "id"]
+        verbose_name = "archived page"  # the word the admin shows (issue 26)
         indexes = [due_index("snapshot")]
         constraints = [models.UniqueConstraint(fields=["crawl", "url"], name="snapshot_url_once")]
 

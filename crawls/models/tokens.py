@@ -45,6 +45,7 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["id"]
+        verbose_name = "API token"
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"

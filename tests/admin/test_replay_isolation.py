@@ -156,7 +156,7 @@ return search(document, 0);
 # Words only the admin's pages, the API's answers or the admin's cookies hold (not quoted:
 # the replay's "not found" answers echo what was asked, quotes escaped).
 ADMIN_MARKERS = ("Site administration", "Crawls, orgs and webhooks", "Control room", "Running now", "Select user to change",
-                 "Add api token", "copy it now", "pages_done", "csrftoken", "sessionid")
+                 "Add an API token", "copy it now", "pages_done", "csrftoken", "sessionid")
 
 
 class Listener(http.server.ThreadingHTTPServer):

@@ -1,12 +1,16 @@
 """Every admin page, in a real Chromium, at 1,280×800 with the navigation sidebar open and
 at 390×844 (a phone): a screenshot of each under test-artifacts/admin-browser/, and no
-page scrolls sideways (issue 26). The crawl's page carries a very long but allowed seed."""
+page scrolls sideways (issue 26). The crawl's page carries a very long but allowed seed;
+the diff pages compare two crawls of it."""
 
 from __future__ import annotations
 
+import json
+from urllib.parse import quote
+
 import pytest
 
-from tests.admin.browsing import log_in, wait_until
+from tests.admin.browsing import archived_crawl, log_in, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -16,6 +20,26 @@ LONG_SEED = "http://localhost:9/" + "a-long-path-segment/" * 60 + "?q=" + "x" * 
 
 def overflow(driver) -> int:
     return driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth;")
+
+
+# The innermost elements reaching past the window's right edge, to say what is too wide.
+WIDE_ELEMENTS = """
+const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') +
+  (typeof e.className === 'string' && e.className.trim() ? '.' + e.className.trim().split(/\\s+/).join('.') : '');
+const right = e => Math.round(e.getBoundingClientRect().right);
+const wide = [...document.body.querySelectorAll('*')].filter(e =>
+  right(e) > window.innerWidth + 1 && getComputedStyle(e).position !== 'fixed');
+const inner = wide.filter(e => !wide.some(o => o !== e && e.contains(o)));
+const texts = [];
+const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+while (walker.nextNode() && texts.length < 2) {
+  const range = document.createRange();
+  range.selectNodeContents(walker.currentNode);
+  if (range.getBoundingClientRect().right > window.innerWidth + 1)
+    texts.push('text in ' + name(walker.currentNode.parentElement) + ' ' + Math.round(range.getBoundingClientRect().right));
+}
+return [...wide.slice(0, 6).map(e => name(e) + ' ' + right(e)), '...', ...inner.slice(0, 3).map(e => name(e) + ' ' + right(e)), ...texts];
+"""
 
 
 def pages(installation) -> dict[str, str]:
@@ -28,6 +52,16 @@ def pages(installation) -> dict[str, str]:
         "INSERT INTO crawls_crawllog (crawl_id, created_at, level, source, message, details, size) "
         "VALUES (?, CURRENT_TIMESTAMP, 'error', ?, ?, '{}', 0)", crawl_id,
         f"crawler-{crawl_id[:8]}-instance-10", "z" * 500)
+    # Two archived crawls of the long seed whose page changed: the diff pages (their text
+    # table holds long lines) and a collection's own page.
+    words = " ".join(f"word{n}" for n in range(400))
+    before, after = (archived_crawl(installation, [(LONG_SEED, title, f"<html><head><title>{title}</title></head>"
+                                                    f"<body><p>{title} {words}</p></body></html>")])
+                     for title in ("Before the change", "After the change"))
+    installation.manage("collection", "create", "A collection with a name " + "n" * 60)
+    collection = json.loads(installation.manage("collection", "show", "A collection with a name " + "n" * 60,
+                                                "--json"))
+    installation.manage("collection", "add", collection["name"], before, after)
     return {
         "home": "/admin/",
         "crawl-list": "/admin/crawls/crawl/",
@@ -43,6 +77,9 @@ def pages(installation) -> dict[str, str]:
         "search": "/admin/search/?q=" + "long" * 60,
         "collections": "/admin/crawls/collection/",
         "collection-add": "/admin/crawls/collection/add/",
+        "collection-page": f"/admin/crawls/collection/{collection['id']}/change/",
+        "diff": f"/admin/crawls/crawl/{after}/diff/?with={before}",
+        "diff-page": f"/admin/crawls/crawl/{after}/diff/?with={before}&page={quote(LONG_SEED)}",
         "web-captures": "/web/*/" + LONG_SEED,
     }
 
@@ -70,5 +107,5 @@ def test_every_admin_page_fits_a_1280_px_window_with_the_sidebar_open_and_a_390_
                 link = driver.find_element(By.CSS_SELECTOR, ".seed-list a")
                 assert link.get_attribute("href") == LONG_SEED
             if overflow(driver) > 0:
-                too_wide[f"{name} at {width} px"] = overflow(driver)
-    assert too_wide == {}, f"pages that scroll sideways (px too wide): {too_wide}"
+                too_wide[f"{name} at {width} px"] = (overflow(driver), driver.execute_script(WIDE_ELEMENTS))
+    assert too_wide == {}, f"pages that scroll sideways (px too wide, what reaches out): {too_wide}"
