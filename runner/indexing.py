@@ -3,7 +3,8 @@ WACZ's page lists (pages/pages.jsonl, `--text to-pages`) become PageText rows, w
 database indexes (crawls/search.py).
 
 Off supervision: a periodic step takes one file per call (`index_next`), whose reading is
-bounded by the page-list limits of runner/archive.py. A file is won with a lease
+bounded by the page-list limits of runner/archive.py; an archive in the bucket is read there
+by ranged GETs (its zip directory and page lists, never its WARCs). A file is won with a lease
 (CrawlFile.index_retry_at), and its rows are replaced in one transaction, so a pass that is
 interrupted (a crash, a stop) leaves the file as it was and is taken again when the lease
 runs out; `archiver reindex` asks for files to be indexed again.
@@ -11,6 +12,7 @@ runs out; `archiver reindex` asks for files to be indexed again.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import threading
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from django.db import transaction
 
+from crawls import storage
 from crawls.models import INDEX_RETRY, TEXT_INDEXED, CrawlFile, PageText
 from runner import archive
 
@@ -27,31 +30,30 @@ BATCH = 500
 
 
 def index_next(data_dir: Path, now: dt.datetime, stop: threading.Event | None = None,
-               files: Iterable[CrawlFile] | None = None) -> bool:
-    """Index the next kept file due (of `files`, default every one): whether one was."""
+               files: Iterable[CrawlFile] | None = None,
+               store: storage.ObjectStore | None = None) -> bool:
+    """Index the next kept file due (of `files`, default every one): whether one was.
+    `store` is the bucket of ARCHIVER_STORAGE_URL, if any."""
     queue = CrawlFile.objects.to_index(now) if files is None else files
     for file in queue.order_by("created_at", "pk")[:5]:
         if CrawlFile.objects.claim_index(file.pk, file.index_retry_at, now):
-            index_file(data_dir, file, now, stop)
+            index_file(data_dir, file, now, stop, store)
             return True
     return False
 
 
 def index_file(data_dir: Path, file: CrawlFile, now: dt.datetime,
-               stop: threading.Event | None = None) -> int:
+               stop: threading.Event | None = None, store: storage.ObjectStore | None = None) -> int:
     """Replace the file's PageText rows with what its page lists hold: how many."""
-    if file.root.startswith("s3://"):
-        file.index_failed("archives in a bucket are not indexed yet", now + INDEX_RETRY * 48)
-        return 0
     limits = archive.Limits(stop=stop)
     try:
-        with transaction.atomic():
+        with transaction.atomic(), kept_entries(data_dir, file, limits, store) as entries:
             PageText.objects.filter(file=file).delete()
             count = 0
-            for batch in batches(page_texts(file, archive.kept_pages(data_dir, file, limits))):
+            for batch in batches(page_texts(file, entries)):
                 PageText.objects.bulk_create(batch)
                 count += len(batch)
-    except (archive.Refused, OSError) as exc:
+    except (archive.Refused, OSError, storage.StorageError) as exc:
         if stop is not None and stop.is_set():  # the runner stops: nothing written, due again
             file.index_failed("interrupted", now)
             return 0
@@ -60,6 +62,19 @@ def index_file(data_dir: Path, file: CrawlFile, now: dt.datetime,
         return 0
     file.mark_indexed(now)
     return count
+
+
+@contextlib.contextmanager
+def kept_entries(data_dir: Path, file: CrawlFile, limits: archive.Limits,
+                 store: storage.ObjectStore | None) -> Iterator[Iterator[dict]]:
+    """The entries of the kept file's page lists, wherever it is kept."""
+    if not storage.is_object(file):
+        yield archive.kept_pages(data_dir, file, limits)
+        return
+    if store is None or store.target.root != file.root:
+        raise archive.Refused(f"it is in {file.root}, a bucket ARCHIVER_STORAGE_URL does not name")
+    with store.open(file.path, file.size) as handle:
+        yield archive.page_entries(handle, file.size, limits)
 
 
 def page_texts(file: CrawlFile, entries: Iterator[dict]) -> Iterator[PageText]:

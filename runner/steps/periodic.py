@@ -10,7 +10,7 @@ import contextlib
 import datetime as dt
 
 from archiver.errors import ArchiverError
-from crawls import admission, alerts, dedup, retention, schedules
+from crawls import admission, alerts, dedup, retention, schedules, storage
 from crawls.models import Crawl
 from runner import ending, indexing
 from runner.observe import files_bytes
@@ -101,7 +101,8 @@ def index_pages(rt: Runtime, now: dt.datetime) -> bool:
     """The page text of one kept archive into the search index (runner/indexing.py)."""
     if rt.stopping:
         return False
-    return indexing.index_next(rt.settings.data_dir, now, rt.stop_event)
+    return indexing.index_next(rt.settings.data_dir, now, rt.stop_event,
+                               store=storage.object_store(rt.settings))
 
 def index_payloads(rt: Runtime, now: dt.datetime) -> bool:
     """Payload digests and dependencies of a few kept WACZs not yet indexed (docs/storage.md,

@@ -7,6 +7,7 @@ containers (the crawler image of this branch: ARCHIVER_CRAWLER_IMAGE)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import pytest
@@ -94,6 +95,15 @@ def check_recorded_once(inst: Installation, crawl_id: str, s3, bucket: str, tmp_
     return rows
 
 
+def check_searchable(inst: Installation, crawl_id: str, uploads: int) -> None:
+    """The daemon indexes the uploads in the bucket: every page is found by search."""
+    wait_for(lambda: inst.query("SELECT count(*) FROM crawls_crawlfile WHERE crawl_id = ? AND indexed_at "
+                                "IS NOT NULL", crawl_id) == [(uploads,)], timeout=60,
+             what="the daemon indexing the uploads")
+    hits = json.loads(inst.manage("search", "lorem", "--crawl", crawl_id, "--limit", "100", "--json"))
+    assert len({hit["url"] for hit in hits}) >= PAGES // 2, hits
+
+
 def check_no_secret_shown(inst: Installation, crawl_id: str) -> None:
     logs = "".join(p.read_text() for p in inst.data_dir.glob("daemon-*.log"))
     logs += inst.manage("logs", crawl_id)
@@ -138,6 +148,7 @@ def test_a_local_crawl_uploads_every_session_and_the_runner_records_each_once(
     rows = check_recorded_once(installation, crawl_id, s3, bucket, tmp_path)
     check_no_secret_shown(installation, crawl_id)
     check_download_with_range(rows, s3_endpoint, bucket, admin_client, monkeypatch)
+    check_searchable(installation, crawl_id, len(rows))
 
     installation.manage("delete", crawl_id)
     assert objects_of(s3, bucket, f"archiver/{crawl_id}/") == {}

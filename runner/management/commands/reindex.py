@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from archiver import conf
+from crawls import storage
 from crawls.cli import ArchiverCommand
 from crawls.models import Crawl, CrawlFile, PageText
 from runner import indexing
@@ -23,11 +24,15 @@ class Command(ArchiverCommand):
             files = files.filter(crawl=Crawl.objects.by_prefix(crawl))
         ids = list(files.values_list("pk", flat=True))
         CrawlFile.objects.filter(pk__in=ids).reindex()
-        data_dir = conf.get().data_dir
+        settings = conf.get()
+        store = storage.object_store(settings)
         chosen = CrawlFile.objects.filter(pk__in=ids)
-        while indexing.index_next(data_dir, timezone.now(), files=chosen.to_index(timezone.now())):
+        while indexing.index_next(settings.data_dir, timezone.now(), files=chosen.to_index(timezone.now()),
+                                  store=store):
             pass
-        failed = chosen.filter(indexed_at__isnull=True).count()
+        unread = list(chosen.filter(indexed_at__isnull=True).values_list("path", "index_error"))
         pages = PageText.objects.filter(file_id__in=ids).count()
-        self.stdout.write(f"indexed {len(ids) - failed} of {len(ids)} archive(s), {pages} page(s)"
-                          + (f"; {failed} could not be read (see `archiver files`)" if failed else ""))
+        self.stdout.write(f"indexed {len(ids) - len(unread)} of {len(ids)} archive(s), {pages} page(s)"
+                          + (f"; {len(unread)} could not be read:" if unread else ""))
+        for path, error in unread:
+            self.stdout.write(f"  {path}: {error or 'unreadable'}")
