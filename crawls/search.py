@@ -235,11 +235,13 @@ def search(query: str, *, org: int | None = None, crawl: str | None = None,
             where.append(clause)
             params.append(value)
     if connection.vendor == "postgresql":
-        sql, first = _postgres_sql(" AND ".join(where)), [to_tsquery(tree)]
+        sql, args = _postgres_sql(" AND ".join(where)), [to_tsquery(tree), *params, limit, offset]
     else:
-        sql, first = _sqlite_sql(" AND ".join(where)), [to_fts5(tree)]
+        match = to_fts5(tree)
+        sql = _sqlite_sql(" AND ".join(where), pages=len(where) > 1, crawls=org is not None)
+        args = [match, *params, limit, offset, match]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*first, *params, limit, offset])
+        cursor.execute(sql, args)
         rows = cursor.fetchall()
     return [Hit(*row[:4], _aware(row[4]), row[5].rsplit("/", 1)[-1], row[6] or "",
                 abs(float(row[7]))) for row in rows]
@@ -259,13 +261,21 @@ _JOINS = ("JOIN crawls_crawl c ON c.id = p.crawl_id JOIN crawls_org o ON o.id = 
           "JOIN crawls_crawlfile f ON f.id = p.file_id")
 
 
-def _sqlite_sql(where: str) -> str:
-    # bm25 is lower for better matches; the title weighs 5 times the text.
-    return (f"SELECT {_COLUMNS}, snippet(crawls_pagetext_fts, 1, '{MARK_START}', '{MARK_END}', "
-            f"'…', 24), bm25(crawls_pagetext_fts, 5.0, 1.0) AS rank "
-            f"FROM crawls_pagetext_fts JOIN crawls_pagetext p ON p.id = crawls_pagetext_fts.rowid "
-            f"{_JOINS} WHERE crawls_pagetext_fts MATCH %s AND {where} "
-            f"ORDER BY rank, p.id LIMIT %s OFFSET %s")
+def _sqlite_sql(where: str, pages: bool, crawls: bool) -> str:
+    # bm25 is lower for better matches; the title weighs 5 times the text. A common word
+    # matches most pages: they are ranked on the index alone (joined to the tables only to
+    # narrow them), and the snippet, which reads a page's text, is made for the page of
+    # results only, in the outer query (its rowid and MATCH find each row directly).
+    narrow = (("JOIN crawls_pagetext p ON p.id = t.rowid " if pages else "")
+              + ("JOIN crawls_crawl c ON c.id = p.crawl_id " if crawls else ""))
+    return (f"WITH hits AS (SELECT t.rowid AS id, bm25(crawls_pagetext_fts, 5.0, 1.0) AS rank "
+            f"FROM crawls_pagetext_fts t {narrow}WHERE crawls_pagetext_fts MATCH %s AND {where} "
+            f"ORDER BY rank, t.rowid LIMIT %s OFFSET %s) "
+            f"SELECT {_COLUMNS}, snippet(crawls_pagetext_fts, 1, '{MARK_START}', '{MARK_END}', "
+            f"'…', 24), hits.rank "
+            f"FROM hits JOIN crawls_pagetext_fts ON crawls_pagetext_fts.rowid = hits.id "
+            f"JOIN crawls_pagetext p ON p.id = hits.id {_JOINS} "
+            f"WHERE crawls_pagetext_fts MATCH %s ORDER BY hits.rank, p.id")
 
 
 def _postgres_sql(where: str) -> str:
