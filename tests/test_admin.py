@@ -280,6 +280,31 @@ def test_a_schedule_is_created_due_at_its_next_cron_time(admin_client, org):
     assert "https://example.org/" in page and 'value="2GiB"' in page and 'value="2h"' in page
 
 
+def test_a_schedule_form_sets_what_change_alerts_watch_and_refuses_a_bad_selector(admin_client, org):
+    form = {"org": org.pk, "cron": "0 3 * * *", "seeds": "https://example.com/", "scope_type": "prefix",
+            "enabled": "on", "watch_what": "selector", "watch_selector": "a[href"}
+    refused = admin_client.post(reverse("admin:crawls_schedule_add"), form)
+    assert refused.status_code == 200 and not Schedule.objects.exists()
+    assert "errorlist" in refused.content.decode()
+    added = admin_client.post(reverse("admin:crawls_schedule_add"), {**form, "watch_selector": "main .price"})
+    assert added.status_code == 302, added.content.decode()[:3000]
+    schedule = Schedule.objects.get()
+    assert schedule.watch == {"selector": "main .price"} and schedule.watch_since is not None
+    since = schedule.watch_since
+    url = reverse("admin:crawls_schedule_change", args=[schedule.pk])
+    page = admin_client.get(url).content.decode()
+    assert 'value="main .price"' in page and 'value="selector" selected' in page
+    changed = admin_client.post(url, {**form, "watch_what": "urls",
+                                      "watch_urls": "https://example.com/a#top\nhttps://example.com/b"})
+    assert changed.status_code == 302
+    schedule.refresh_from_db()
+    assert schedule.watch == {"urls": ["https://example.com/a", "https://example.com/b"]}
+    assert schedule.watch_since == since  # still counted from when it was first watched
+    assert admin_client.post(url, {**form, "watch_what": ""}).status_code == 302
+    schedule.refresh_from_db()
+    assert (schedule.watch, schedule.watch_since) == (None, None)
+
+
 def test_a_schedule_with_a_bad_cron_or_config_is_refused(admin_client, org):
     response = admin_client.post(reverse("admin:crawls_schedule_add"), {
         "org": org.pk, "cron": "every day", "seeds": "ftp://x", "scope_type": "prefix",

@@ -16,10 +16,11 @@ from django import forms
 
 from archiver.conf import duration_in_seconds, parse_duration
 from archiver.errors import ActionRefused, ConfigError
-from crawls import schedules
+from crawls import alerts, schedules
 from crawls.actions import check_tags
 from crawls.cli import whole_number
 from crawls.config import BEHAVIORS, SCREENSHOTS, WAIT_UNTIL, CrawlConfig, ScopeType, parse_size
+from crawls.lease import db_now
 from crawls.models import BrowserProfile, Org, Schedule
 
 SCOPES = get_args(ScopeType)
@@ -235,6 +236,15 @@ class ScheduleForm(CrawlConfigForm, forms.ModelForm):
     """A schedule: the crawl form plus a cron expression; its config is stored validated."""
 
     tags = TagsField(help_text="Comma-separated; every crawl of the schedule gets them.")
+    watch_what = forms.ChoiceField(
+        label="Alert when", required=False, initial="",
+        choices=[("", "never (no change alerts)"), ("pages", "any page changed"),
+                 ("urls", "one of these pages changed"), ("selector", "what a CSS selector selects changed")],
+        help_text="A crawl.changed webhook event after a crawl that differs from the one before.")
+    watch_urls = forms.CharField(label="Pages watched", required=False, widget=forms.Textarea(attrs={"rows": 3}),
+                                 help_text="One URL a line, for “one of these pages changed”.")
+    watch_selector = forms.CharField(label="CSS selector", required=False, max_length=500,
+                                     help_text="Tag, .class, #id and descendants, e.g. main .price")
 
     class Meta:
         model = Schedule
@@ -245,6 +255,27 @@ class ScheduleForm(CrawlConfigForm, forms.ModelForm):
         if self.instance.pk:
             self.initial.update(config_initial(self.instance.config))
             self.initial["tags"] = self.instance.tags
+            watch = self.instance.watch or {}
+            self.initial["watch_what"] = next((key for key in ("pages", "urls", "selector") if watch.get(key)), "")
+            self.initial["watch_urls"] = "\n".join(watch.get("urls", []))
+            self.initial["watch_selector"] = watch.get("selector", "")
+        self.watch = None
+
+    def clean(self):
+        cleaned = super().clean()
+        what = cleaned.get("watch_what", "")
+        urls = (cleaned.get("watch_urls") or "").split() if what == "urls" else []
+        selector = (cleaned.get("watch_selector") or "").strip() if what == "selector" else None
+        if what == "urls" and not urls:
+            self.add_error("watch_urls", "Name at least one page to watch.")
+        elif what == "selector" and not selector:
+            self.add_error("watch_selector", "Give the selector to watch.")
+        else:
+            try:
+                self.watch = alerts.parse_watch(what == "pages", urls, selector)
+            except ValueError as exc:
+                self.add_error("watch_urls" if what == "urls" else "watch_selector", str(exc))
+        return cleaned
 
     def clean_cron(self):
         try:
@@ -256,6 +287,9 @@ class ScheduleForm(CrawlConfigForm, forms.ModelForm):
         if self.config is not None:
             self.instance.config = self.config.model_dump(mode="json")
         self.instance.tags = self.cleaned_data.get("tags") or []
+        # As alerts.set_watch: a watch counts from when it was first set (no alerts for history).
+        self.instance.watch = self.watch
+        self.instance.watch_since = (self.instance.watch_since or db_now()) if self.watch else None
         return super().save(commit)
 
 

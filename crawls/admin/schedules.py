@@ -28,6 +28,7 @@ class ScheduleAdmin(PlainTitles, admin.ModelAdmin):
                               "size_limit", "time_limit", "include", "exclude", "workers",
                               "scale", "user_agent", "use_robots", "dedup")}),
         ("Browser", {"fields": BROWSER_FIELDS, "classes": ("collapse",)}),
+        ("Change alerts", {"fields": ("watch_what", "watch_urls", "watch_selector")}),
         ("State", {"fields": ("retry_at", "last_crawl", "created_at")}),
     )
 

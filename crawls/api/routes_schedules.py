@@ -1,14 +1,17 @@
-"""/schedules: `archiver schedule add|list|enable|disable`."""
+"""/schedules: `archiver schedule add|list|enable|disable|watch`."""
 
 from __future__ import annotations
 
+import json
+
+from django.db import transaction
 from ninja import Router
 
 from archiver.errors import NotAllowed
-from crawls import schedules, wake
+from crawls import alerts, schedules, wake
 from crawls.actions import check_tags
 from crawls.api.auth import default_org_slug, need, scope_org_id, visible_orgs
-from crawls.api.errors import ERRORS, invalid, not_found
+from crawls.api.errors import ERRORS, ApiError, invalid, not_found
 from crawls.api.routes_crawls import read_json_object
 from crawls.api.schemas import RowId, ScheduleChanged, ScheduleOut
 from crawls.config import CrawlConfig
@@ -44,11 +47,36 @@ def get_schedule(request, schedule_id: RowId):
     return summary(find_schedule(request, schedule_id))
 
 
+WATCH_SCHEMA = {
+    "type": ["object", "null"], "additionalProperties": False,
+    "description": "What change alerts (crawl.changed) watch, one of: whole pages, URLs, a CSS selector.",
+    "properties": {"pages": {"type": "boolean"}, "urls": {"type": "array", "items": {"type": "string"}},
+                   "selector": {"type": "string"}},
+}
+
+
+def read_watch(value) -> dict | None:
+    """A body's `watch`, checked as `archiver schedule watch` checks its flags; 422 if bad."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) - {"pages", "urls", "selector"}:
+        raise invalid('watch is null or an object with one of "pages", "urls", "selector"')
+    pages, urls, selector = value.get("pages", False), value.get("urls", []), value.get("selector")
+    if not isinstance(pages, bool) or not isinstance(urls, list) \
+            or not all(isinstance(url, str) for url in urls) or not isinstance(selector, str | None):
+        raise invalid("watch: pages is a boolean, urls a list of strings and selector a string")
+    try:
+        return alerts.parse_watch(pages, urls, selector)
+    except ValueError as exc:
+        raise invalid(f"watch: {exc}") from None
+
+
 def schedule_body_schema() -> dict:
     from crawls.api.routes_crawls import create_body_schema
 
     schema = create_body_schema()
     schema["properties"]["cron"] = {"type": "string", "description": "five fields, UTC, e.g. `0 3 * * *`"}
+    schema["properties"]["watch"] = WATCH_SCHEMA
     schema["required"] = ["cron", *schema.get("required", [])]
     return schema
 
@@ -62,6 +90,7 @@ def create_schedule(request):
     need(request, "crawls.add_schedule")
     values = read_json_object(request)
     cron, slug, tags = values.pop("cron", None), values.pop("org", None), values.pop("tags", [])
+    watch = read_watch(values.pop("watch", None))
     slug = slug or default_org_slug(request)
     if not isinstance(cron, str) or not isinstance(slug, str) or not isinstance(tags, list) \
             or not all(isinstance(t, str) for t in tags):
@@ -75,7 +104,11 @@ def create_schedule(request):
     org = visible_orgs(request).filter(slug=slug).first()
     if org is None:
         raise not_found(f"no org {slug!r} (create it with: archiver org set {slug})")
-    schedule = schedules.create_schedule(org, cron, config, tags, now=db_now())
+    now = db_now()
+    with transaction.atomic():
+        schedule = schedules.create_schedule(org, cron, config, tags, now=now)
+        if watch:
+            alerts.set_watch(schedule, watch, now)
     wake.nudge()
     schedule = find_schedule(request, schedule.pk)
     return 201, {"message": f"schedule {schedule.pk}: next run {iso(schedule.retry_at)}",
@@ -103,3 +136,21 @@ def disable(request, schedule_id: RowId):
     schedule = find_schedule(request, schedule_id)
     schedules.disable(schedule)
     return {"message": f"disabled schedule {schedule.pk}", "schedule": summary(schedule)}
+
+
+@router.post("/schedules/{int:schedule_id}/watch", response={200: ScheduleChanged, **ERRORS},
+             summary="What change alerts watch (null or {}: none)",
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/json": {"schema": WATCH_SCHEMA}}}})
+def watch(request, schedule_id: RowId):
+    """As `archiver schedule watch`: crawls that ended before are never compared."""
+    need(request, "crawls.change_schedule")
+    schedule = find_schedule(request, schedule_id)
+    try:
+        body = json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ApiError(400, "the request body is not JSON") from None
+    watched = None if body in (None, {}) else read_watch(body)
+    alerts.set_watch(schedule, watched, db_now())
+    said = f"watches {alerts.describe(watched)}" if watched else "watches nothing: no change alerts"
+    return {"message": f"schedule {schedule.pk} {said}", "schedule": summary(schedule)}

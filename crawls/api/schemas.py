@@ -166,6 +166,9 @@ class ScheduleOut(Schema):
     seeds: list[str]
     config: dict[str, Any]
     tags: list[str]
+    watch: dict[str, Any] | None = Field(
+        description='What change alerts (crawl.changed) watch: {"pages": true}, {"urls": [...]}, '
+                    '{"selector": "..."}; null: none.')
     next_run: dt.datetime | None
     last_crawl: LastCrawl | None
 

@@ -88,6 +88,27 @@ def test_schedules_are_added_listed_disabled_and_enabled(api_db, client):
     assert Schedule.objects.count() == 1
 
 
+def test_a_schedule_watches_what_change_alerts_compare_and_bad_watches_change_nothing(api_db, client):
+    body = {"cron": "0 3 * * *", "seeds": ["https://example.com/"], "watch": {"selector": "main .price"}}
+    created = client.post("/api/v1/schedules", json=body)
+    assert created.status_code == 201, created.text
+    schedule = Schedule.objects.get()
+    assert schedule.watch == {"selector": "main .price"} and schedule.watch_since is not None
+    assert created.json()["schedule"]["watch"] == {"selector": "main .price"}
+    for bad in ({"pages": True, "selector": "h1"}, {"urls": ["ftp://x/"]}, {"colour": "red"}, ["h1"],
+                {"selector": "a[href"}):
+        answer = client.post("/api/v1/schedules", json={**body, "watch": bad})
+        assert answer.status_code == 422 and "watch" in answer.json()["message"], (bad, answer.text)
+        answer = client.post(f"/api/v1/schedules/{schedule.pk}/watch", json=bad)
+        assert answer.status_code == 422, (bad, answer.text)
+    assert Schedule.objects.count() == 1 and Schedule.objects.get().watch == {"selector": "main .price"}
+    urls = client.post(f"/api/v1/schedules/{schedule.pk}/watch", json={"urls": ["https://example.com/a#x"]})
+    assert urls.status_code == 200 and urls.json()["schedule"]["watch"] == {"urls": ["https://example.com/a"]}
+    off = client.post(f"/api/v1/schedules/{schedule.pk}/watch", json={})
+    assert off.json()["message"] == f"schedule {schedule.pk} watches nothing: no change alerts"
+    assert client.get(f"/api/v1/schedules/{schedule.pk}").json()["watch"] is None
+
+
 def test_webhooks_are_added_with_the_runners_url_rules_listed_without_secrets_and_removed(api_db, client):
     refused = client.post("/api/v1/webhooks", json={"url": "https://10.0.0.1/hook", "secret": "s3cret"})
     assert refused.status_code == 422 and refused.json()["message"].startswith("refused: ")
