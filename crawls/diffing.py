@@ -128,11 +128,16 @@ def check_pair(a, b) -> None:
     if a.org_id != b.org_id:
         raise DiffRefused(f"crawls {a.short_id} and {b.short_id} belong to different orgs", "invalid")
     for crawl in (a, b):
-        if not crawl.is_final:
-            raise DiffRefused(f"crawl {crawl.short_id} is {crawl.status}: not kept yet "
-                              "(compare crawls that have ended)")
-        if not crawl.files.exists():
-            raise DiffRefused(f"crawl {crawl.short_id} kept no archive to compare")
+        check_kept(crawl)
+
+
+def check_kept(crawl) -> None:
+    """DiffRefused unless the crawl ended and kept an archive."""
+    if not crawl.is_final:
+        raise DiffRefused(f"crawl {crawl.short_id} is {crawl.status}: not kept yet "
+                          "(compare crawls that have ended)")
+    if not crawl.files.exists():
+        raise DiffRefused(f"crawl {crawl.short_id} kept no archive to compare")
 
 
 def compare(a, b, watch: dict | None = None, settings=None) -> Diff:
@@ -303,6 +308,17 @@ class Archives(contextlib.ExitStack):
             return None
         return http_body_text(record)
 
+    def record(self, capture: Capture) -> bytes | None:
+        """The WARC record of a capture (a revisit's: the record it names), or None."""
+        source = self.original(capture) if capture.revisit else capture
+        if source is None or source.file is None or not source.warc:
+            return None
+        try:
+            return read_member_range(self.open(source.file), "archive/" + source.warc,
+                                     source.offset, source.length)
+        except (KeyError, OSError, zipfile.BadZipFile, EOFError, zlib.error):
+            return None
+
     def original(self, capture: Capture) -> Capture | None:
         """The record a revisit names: in the crawls compared, or in the archive of the org
         that holds its payload (PayloadDigest), as when both crawls revisit a third."""
@@ -388,6 +404,38 @@ def read_index(archive: zipfile.ZipFile) -> dict[str, Capture]:
     return records
 
 
+def screenshots(archive: zipfile.ZipFile) -> dict[str, Capture]:
+    """The captures' screenshots (urn:view: resource records) by page URL."""
+    found = {}
+    for name in INDEX_MEMBERS:
+        data = read_member(archive, name)
+        if data is None:
+            continue
+        for line in data.decode("utf-8", "replace").splitlines():
+            fields = parse_cdxj(line)
+            url = str(fields.get("url", "")) if fields else ""
+            if url.startswith("urn:view:"):
+                page = normalize_url(url.removeprefix("urn:view:"))
+                if page:
+                    found[page] = Capture(
+                        page, mime="image/png", warc=str(fields.get("filename", "")),
+                        offset=number(fields.get("offset")), length=number(fields.get("length")))
+        break
+    return found
+
+
+def resource_body(record: bytes) -> bytes | None:
+    """The block of a WARC resource record (urn:view: is one)."""
+    head, _, block = record.partition(b"\r\n\r\n")
+    if not head.startswith(b"WARC/"):
+        return None
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == b"content-length" and value.strip().isdigit():
+            return block[:int(value)]
+    return None
+
+
 def parse_cdxj(line: str) -> dict | None:
     parts = line.split(" ", 2)
     if len(parts) < 3 or not parts[2].startswith("{"):
@@ -434,6 +482,32 @@ def read_member_range(archive: zipfile.ZipFile, name: str, offset: int, length: 
         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
         raw = inflater.decompress(raw, MAX_RECORD)
     return raw
+
+
+def http_response(record: bytes) -> tuple[int, str, list[tuple[str, str]], bytes] | None:
+    """(status, reason, headers, body) of a WARC response record, the body as the server sent
+    it (still content-encoded, de-chunked); None when it is not one we can read."""
+    warc_head, _, block = record.partition(b"\r\n\r\n")
+    if not warc_head.startswith(b"WARC/"):
+        return None
+    for line in warc_head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == b"content-length" and value.strip().isdigit():
+            block = block[:int(value)]
+    http_head, _, body = block.partition(b"\r\n\r\n")
+    lines = http_head.split(b"\r\n")
+    status_line = lines[0].decode("latin-1").split(" ", 2)
+    if len(status_line) < 2 or not status_line[1].isdigit():
+        return None
+    headers = []
+    for line in lines[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip():
+            headers.append((key.strip().decode("latin-1"), value.strip().decode("latin-1")))
+    if any(k.lower() == "transfer-encoding" and "chunked" in v.lower() for k, v in headers):
+        body = dechunk(body)
+        headers = [(k, v) for k, v in headers if k.lower() != "transfer-encoding"]
+    return int(status_line[1]), status_line[2] if len(status_line) > 2 else "", headers, body
 
 
 def http_body_text(record: bytes) -> str | None:

@@ -22,6 +22,7 @@ from archiver.errors import ActionRefused
 from crawls import actions
 from crawls.admin.diff import diff_page
 from crawls.admin.forms import TagsField
+from crawls.admin.qa import qa_page, qa_shot
 from crawls.admin.views import (
     ACTIONS,
     BUTTONS,
@@ -269,6 +270,8 @@ class CrawlAdmin(admin.ModelAdmin):
             path("<str:pk>/replay/", view(replay), name="crawls_crawl_replay"),
             path("<str:pk>/log/", view(log_page), name="crawls_crawl_log"),
             path("<str:pk>/diff/", view(diff_page), name="crawls_crawl_diff"),
+            path("<str:pk>/qa/", view(qa_page), name="crawls_crawl_qa"),
+            path("<str:pk>/qa/<int:review>/<str:kind>.png", view(qa_shot), name="crawls_crawl_qa_shot"),
             path("<str:pk>/edit/", view(edit_crawl), name="crawls_crawl_edit"),
             *super().get_urls(),
         ]
@@ -289,6 +292,7 @@ class CrawlAdmin(admin.ModelAdmin):
                 "may_add": may(request, "add"),
                 "may_edit": may(request, "change") and editable(crawl),
                 "has_files": crawl.files.exists(),
+                "reviewed": crawl.page_reviews.exists(),
                 "live": live_detail(crawl, timezone.now()),
             }
         return super().change_view(request, object_id, form_url, extra_context)

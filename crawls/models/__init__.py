@@ -76,3 +76,7 @@ from crawls.models.dedup import (  # noqa: E402
 )
 
 __all__ += ["FileDependency", "PayloadDigest", "Required", "check_deletable", "dependent_crawls"]
+
+from crawls.models.qa import PageReview, review_summary  # noqa: E402  (issue 25)
+
+__all__ += ["PageReview", "review_summary"]

@@ -1,7 +1,7 @@
 """Every admin page, in a real Chromium, at 1,280×800 with the navigation sidebar open and
 at 390×844 (a phone): a screenshot of each under test-artifacts/admin-browser/, and no
 page scrolls sideways (issue 26). The crawl's page carries a very long but allowed seed;
-the diff pages compare two crawls of it."""
+the diff pages compare two crawls of it, and one of them has a quality review."""
 
 from __future__ import annotations
 
@@ -62,6 +62,11 @@ def pages(installation) -> dict[str, str]:
     collection = json.loads(installation.manage("collection", "show", "A collection with a name " + "n" * 60,
                                                 "--json"))
     installation.manage("collection", "add", collection["name"], before, after)
+    installation.query(
+        "INSERT INTO crawls_pagereview (crawl_id, url, score, text_score, resources_score, screenshot_score, "
+        "resources_total, resources_missing, replay_shot, has_capture_shot, error, reviewed_at) "
+        "VALUES (?, ?, 0.41, 0.5, 0.33, NULL, 3, ?, '', 0, '', CURRENT_TIMESTAMP)",
+        after, LONG_SEED, json.dumps([LONG_SEED + "/app.js", LONG_SEED + "/style.css"]))
     return {
         "home": "/admin/",
         "crawl-list": "/admin/crawls/crawl/",
@@ -80,6 +85,7 @@ def pages(installation) -> dict[str, str]:
         "collection-page": f"/admin/crawls/collection/{collection['id']}/change/",
         "diff": f"/admin/crawls/crawl/{after}/diff/?with={before}",
         "diff-page": f"/admin/crawls/crawl/{after}/diff/?with={before}&page={quote(LONG_SEED)}",
+        "quality-review": f"/admin/crawls/crawl/{after}/qa/",
         "web-captures": "/web/*/" + LONG_SEED,
     }
 

@@ -1,0 +1,232 @@
+"""Quality review (issue 25): every page of a kept crawl replayed from its archives in
+Chromium and compared with its capture; one PageReview row per page (crawls/models/qa.py).
+
+The replaying browser is archiver's own browser engine (archiver_crawler/browser) with an
+exchanger that answers each request from the crawl's WACZs and those they require
+(deduplication), and nothing else: a request the archives do not hold fails, as it would
+in a replay. Nothing reaches the network (the engine's Chromium has a dead proxy and every
+request is intercepted).
+
+Scores, each 0 to 1, None when it cannot be taken:
+- text: the words of the replayed page (document.body.innerText) against the captured text
+  (pages.jsonl's `text`, else the text of the archived HTML), crawls.diffing.text_similarity;
+- resources: the share of the replay's requests the archives answered;
+- screenshot: the replay's viewport against the capture's `urn:view:` screenshot, where the
+  crawl took one: 1 - (pixels that differ / pixels that are not background), on 320×200
+  grey thumbnails, so a missing line of text counts on a white page;
+and `score`, their mean. The replay's screenshot is kept under the data dir
+(qa/<crawl>/<n>.png) for the admin to show beside the capture's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import io
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from archiver_crawler.browser import BrowserEngine, BrowserUnavailable, EngineOptions, PageOptions
+from archiver_crawler.fetch import FetchError
+from archiver_crawler.netpolicy import AddressPolicy
+from archiver_crawler.warc import Exchange
+from django.db import transaction
+
+from archiver.errors import ArchiverError
+from crawls import dedup, diffing
+from crawls.models import Crawl, PageReview
+
+# As the crawler waits by default (load, then network idle): what a script draws late shows.
+REPLAY = PageOptions(page_load_timeout=30.0, screenshot=True, settle_timeout=2.0)
+THUMB = (320, 200)
+INK = 32  # grey levels apart: a pixel that differs, or is not background
+MAX_PIXELS = 40_000_000  # a screenshot larger than this is not decoded (a bomb)
+
+
+class ReviewRefused(ArchiverError):
+    """The crawl cannot be reviewed (not kept, no browser): the reason, nothing changed."""
+
+
+@dataclass
+class Replayed:
+    url: str
+    text: str | None
+    resources: int
+    missing: list[str]
+    shot: Path | None  # kept at once: a thousand screenshots are not held in memory
+    error: str
+
+
+class ArchiveExchanger:
+    """Answers the replaying browser from the archives only."""
+
+    def __init__(self, archives: diffing.Archives, records: dict[str, diffing.Capture]):
+        self.archives, self.records = archives, records
+
+    def check_literal(self, url: str) -> None:
+        """Every URL may be asked for: only the archives answer."""
+
+    async def close(self) -> None:
+        pass
+
+    async def exchange(self, method: str, url: str, headers: dict[str, str],
+                       body: bytes | None) -> Exchange:
+        key = diffing.normalize_url(url)
+        capture = self.records.get(key) if key and method.upper() in ("GET", "HEAD") else None
+        record = self.archives.record(capture) if capture is not None else None
+        answer = diffing.http_response(record) if record is not None else None
+        if answer is None:
+            raise FetchError(f"not in the archive: {url}")
+        status, reason, response_headers, payload = answer
+        return Exchange(url=url, method=method, request_target=url, request_headers=[],
+                        http_version="HTTP/1.1", status=status, reason=reason,
+                        response_headers=response_headers, body=payload,
+                        date=dt.datetime.now(dt.UTC))
+
+
+def review(crawl: Crawl, settings, limit: int | None = None, workers: int = 2) -> int:
+    """Review the crawl's pages (the first `limit`), replacing its reviews: how many."""
+    chromium = settings.chromium_path("local")
+    if chromium is None:
+        raise ReviewRefused("no Chromium to replay in (install the chromium package, or set "
+                            "ARCHIVER_CHROMIUM to its path)")
+    with diffing.Archives(settings) as archives:
+        try:
+            diffing.check_kept(crawl)
+            pages = archives.captures(crawl)
+        except diffing.DiffRefused as exc:
+            raise ReviewRefused(str(exc)) from None
+        records, views = held_records(archives, crawl)
+        urls = [url for url, capture in pages.items() if capture.is_html or capture.text is not None]
+        urls = urls[:limit] if limit else urls
+        folder = settings.data_dir / "qa" / crawl.pk
+        shutil.rmtree(folder, ignore_errors=True)
+        replays = asyncio.run(replay_all(chromium, urls, ArchiveExchanger(archives, records),
+                                         workers, folder))
+        now = dt.datetime.now(dt.UTC)
+        rows = [judge(crawl, settings, archives, pages[url], views.get(url), replayed, now)
+                for url, replayed in zip(urls, replays, strict=True)]
+    with transaction.atomic():
+        PageReview.objects.filter(crawl=crawl).delete()
+        PageReview.objects.bulk_create(rows)
+    return len(rows)
+
+
+def held_records(archives: diffing.Archives, crawl: Crawl) -> tuple[dict, dict]:
+    """Every record of the crawl's archives and of those they require, by URL; and the
+    capture's screenshots (urn:view:) by page URL."""
+    records: dict[str, diffing.Capture] = {}
+    views: dict[str, diffing.Capture] = {}
+    files = dedup.with_required(list(crawl.files.order_by("created_at", "pk")))
+    for crawl_file in files:
+        archive = archives.open(crawl_file)
+        for url, capture in diffing.read_index(archive).items():
+            capture.file = crawl_file
+            if capture.digest and not capture.revisit:
+                archives.by_digest.setdefault(capture.digest, capture)
+            if crawl_file.crawl_id == crawl.pk or url not in records:
+                records[url] = capture
+        for url, capture in diffing.screenshots(archive).items():
+            capture.file = crawl_file
+            views[url] = capture
+    # Revisits resolved now: the exchanger answers inside the event loop, where the
+    # database (PayloadDigest, for a record in a third archive) may not be asked.
+    for url, capture in list(records.items()):
+        if capture.revisit:
+            original = archives.original(capture)
+            if original is None:
+                del records[url]
+            else:
+                records[url] = original
+    return records, views
+
+
+
+async def replay_all(chromium: str, urls: list[str], exchanger: ArchiveExchanger,
+                     workers: int, folder: Path) -> list[Replayed]:
+    options = EngineOptions(executable=chromium, workers=workers, page=REPLAY)
+    try:
+        engine = BrowserEngine(AddressPolicy(), options, exchanger=exchanger)
+        await engine.start()
+    except (BrowserUnavailable, OSError) as exc:
+        raise ReviewRefused(f"Chromium would not start: {exc}") from None
+    try:
+        return list(await asyncio.gather(*(replay_one(engine, url, folder / f"{n}.png")
+                                           for n, url in enumerate(urls))))
+    finally:
+        await engine.close()
+
+
+async def replay_one(engine: BrowserEngine, url: str, shot: Path) -> Replayed:
+    capture = await engine.capture(url)
+    missing = [r.url for r in capture.resources if r.exchange is None]
+    if capture.screenshot:
+        keep_private(shot, capture.screenshot)
+    return Replayed(url, capture.text if capture.load_state >= 3 else None, len(capture.resources),
+                    missing, shot if capture.screenshot else None, capture.error)
+
+
+def judge(crawl: Crawl, settings, archives: diffing.Archives, page: diffing.Capture,
+          view: diffing.Capture | None, replayed: Replayed, now: dt.datetime) -> PageReview:
+    text = None if replayed.error else diffing.text_similarity(archives.text(page), replayed.text)
+    resources = (1 - len(replayed.missing) / replayed.resources) if replayed.resources else None
+    shot = None
+    if view is not None and replayed.shot is not None:
+        record = archives.record(view)
+        taken = diffing.resource_body(record) if record else None
+        shot = shot_similarity(taken, replayed.shot.read_bytes()) if taken else None
+    scores = [s for s in (text, resources, shot) if s is not None]
+    return PageReview(
+        crawl=crawl, url=page.url, score=round(sum(scores) / len(scores), 3) if scores else 0.0,
+        text_score=_round(text), resources_score=_round(resources), screenshot_score=_round(shot),
+        resources_total=replayed.resources, resources_missing=replayed.missing[:50],
+        replay_shot=str(replayed.shot.relative_to(settings.data_dir)) if replayed.shot else "",
+        has_capture_shot=view is not None, error=replayed.error[:2000], reviewed_at=now)
+
+
+def shot_similarity(capture: bytes, replay: bytes) -> float | None:
+    """1 - changed pixels / ink pixels of two screenshots, on grey thumbnails."""
+    from PIL import Image, ImageChops
+
+    def thumb(data: bytes):
+        image = Image.open(io.BytesIO(data))
+        if image.width * image.height > MAX_PIXELS:
+            raise ValueError("too large")
+        return image.convert("L").resize(THUMB)
+
+    try:
+        a, b = thumb(capture), thumb(replay)
+    except (OSError, ValueError, Image.DecompressionBombError):
+        return None
+
+    def mask(image):
+        return image.point(lambda v: 255 if v > INK else 0)
+
+    def ink(image):
+        background = max(range(256), key=image.histogram().__getitem__)
+        return mask(ImageChops.difference(image, Image.new("L", THUMB, background)))
+
+    changed = mask(ImageChops.difference(a, b)).histogram()[255]
+    inked = ImageChops.lighter(ink(a), ink(b)).histogram()[255]
+    return 1.0 if inked == 0 else max(0.0, 1 - changed / inked)
+
+
+def keep_private(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def replay_shot_path(settings, review: PageReview) -> Path | None:
+    """Where the review's replay screenshot is, if it is still there."""
+    if not review.replay_shot:
+        return None
+    path = settings.data_dir / review.replay_shot
+    return path if path.is_file() else None

@@ -1,0 +1,133 @@
+"""Quality review (runner/qa.py) with the real crawler and a real Chromium: a browser-mode
+crawl of tests/jssite.py (screenshots on), then its pages replayed from the WACZ alone (the
+site is down by then) score high; the same archive without the page's script scores lower
+on the pages that need it. Screenshot scoring on drawn images."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+from archiver_crawler.browser import find_chromium
+from django.core.management import call_command
+
+from archiver.conf import Settings
+from crawls.models import Crawl, CrawlStatus, Org, PageReview, review_summary
+from runner import qa
+from tests.crawler.conftest import spawn  # noqa: F401  (the fixture)
+from tests.jssite import js_pages, js_site
+from tests.search.waczs import keep
+from tests.sitegen import serve_site
+
+CHROMIUM = find_chromium()
+pytestmark = [pytest.mark.django_db,
+              pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (apt-get install chromium)")]
+PAGES = 3
+
+
+def kept_crawl(data_dir: Path, wacz: Path) -> Crawl:
+    from crawls.config import CrawlConfig
+
+    crawl = Crawl.create(Org.objects.get_or_create(slug="default")[0], CrawlConfig(seeds=["http://127.0.0.1:9/"]))
+    Crawl.objects.filter(pk=crawl.pk).update(status=CrawlStatus.COMPLETE)
+    crawl.refresh_from_db()
+    keep(data_dir, crawl, wacz)
+    return crawl
+
+
+def without(wacz: Path, target: Path, dropped: bytes) -> Path:
+    """A copy of the WACZ whose index no longer lists `dropped` (as if never captured)."""
+    with zipfile.ZipFile(wacz) as source, zipfile.ZipFile(target, "w") as copy:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename.startswith("indexes/") and info.filename.endswith(".cdxj"):
+                data = b"\n".join(line for line in data.splitlines() if dropped not in line) + b"\n"
+            copy.writestr(info, data)
+    return target
+
+
+@pytest.fixture
+def qa_settings(tmp_path, monkeypatch) -> Settings:
+    root = tmp_path / "data"
+    root.mkdir()
+    settings = Settings(data_dir=root, chromium=CHROMIUM)
+    monkeypatch.setattr("archiver.conf.get", lambda: settings)
+    return settings
+
+
+@pytest.mark.usefixtures("admin_settings")
+def test_a_faithful_replay_scores_high_and_one_missing_its_script_scores_lower(
+        spawn, qa_settings, tmp_path, admin_client):  # noqa: F811
+    with serve_site(extra=js_site(PAGES)) as site:
+        run = spawn(site.root + "/js/", "--browser", "--workers", "2", "--pageLoadTimeout", "20",
+                    "--generateWACZ", "--text", "to-pages", "--screenshot", "view")
+        assert run.wait(120) == 0, run.stderr
+    # The site is gone: what the replay shows can only come from the archive.
+    faithful = kept_crawl(qa_settings.data_dir, run.collection.wacz)
+    assert qa.review(faithful, qa_settings) == PAGES + 1
+    rows = {row.url: row for row in PageReview.objects.filter(crawl=faithful)}
+    assert set(rows) == js_pages(site.root, PAGES)
+    for row in rows.values():
+        assert row.error == "" and row.resources_missing == [], row.__dict__
+        assert row.text_score >= 0.95 and row.resources_score == 1.0 and row.screenshot_score >= 0.9, row.__dict__
+        assert (qa_settings.data_dir / row.replay_shot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert review_summary(faithful)["below"] == 0
+
+    damaged = kept_crawl(qa_settings.data_dir, without(run.collection.wacz, tmp_path / "damaged.wacz", b"/js/app.js"))
+    out = io.StringIO()
+    call_command("qa", damaged.pk[:8], stdout=out)
+    assert f"crawl {damaged.short_id}: {PAGES + 1} page(s) reviewed" in out.getvalue()
+    for row in PageReview.objects.filter(crawl=damaged):
+        before = rows[row.url]
+        assert f"{site.root}/js/app.js" in row.resources_missing, row.__dict__
+        assert row.resources_score < 1 and row.text_score < before.text_score, row.__dict__
+        assert row.score < before.score - 0.05, (row.__dict__, before.__dict__)
+    assert PageReview.objects.filter(crawl=faithful).count() == PAGES + 1  # each crawl its own rows
+
+    # The admin: worst first, both screenshots served as PNG that no browser sniffs.
+    from django.urls import reverse
+
+    page = admin_client.get(reverse("admin:crawls_crawl_qa", args=[damaged.pk])).content.decode()
+    assert f"Quality review of crawl {damaged.short_id}" in page and "below 0.80" in page
+    worst = PageReview.objects.filter(crawl=damaged).order_by("score", "id").first()
+    assert page.index(worst.url) < min(page.index(row.url) for row in rows.values() if row.url != worst.url)
+    for kind in ("capture", "replay"):
+        shot = admin_client.get(reverse("admin:crawls_crawl_qa_shot", args=[damaged.pk, worst.pk, kind]))
+        assert shot.status_code == 200 and shot["Content-Type"] == "image/png", kind
+        assert shot["X-Content-Type-Options"] == "nosniff" and shot.content.startswith(b"\x89PNG")
+    other = PageReview.objects.filter(crawl=faithful).first()
+    assert admin_client.get(reverse("admin:crawls_crawl_qa_shot", args=[damaged.pk, other.pk, "replay"])
+                            ).status_code == 404  # a review of another crawl
+    crawl_page = admin_client.get(reverse("admin:crawls_crawl_change", args=[damaged.pk])).content.decode()
+    assert reverse("admin:crawls_crawl_qa", args=[damaged.pk]) in crawl_page
+    shutil.rmtree(qa_settings.data_dir / "qa", ignore_errors=True)
+
+
+def drawn(lines: int) -> bytes:
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (1280, 800), "white")
+    draw = ImageDraw.Draw(image)
+    for n in range(lines):
+        draw.rectangle((40, 40 + n * 60, 900, 70 + n * 60), fill="black")  # a line of "text"
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
+
+
+def test_a_screenshot_missing_lines_scores_lower_and_a_bad_image_scores_nothing():
+    assert qa.shot_similarity(drawn(6), drawn(6)) == 1.0
+    assert qa.shot_similarity(drawn(6), drawn(3)) < 0.6
+    assert qa.shot_similarity(drawn(6), b"not a png") is None
+
+
+def test_a_crawl_that_kept_nothing_is_refused_with_its_reason(qa_settings):
+    from crawls.config import CrawlConfig
+
+    crawl = Crawl.create(Org.objects.get_or_create(slug="default")[0], CrawlConfig(seeds=["http://127.0.0.1:9/"]))
+    with pytest.raises(qa.ReviewRefused, match="not kept yet"):
+        qa.review(crawl, qa_settings)
+    assert not PageReview.objects.exists()
