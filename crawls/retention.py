@@ -88,6 +88,7 @@ def delete_all_files(crawl: Crawl, settings: conf.Settings) -> list[str]:
             log.warning("retention: leaving %s alone: %s", crawl_file.path, exc)
     delete_empty_folder(archives, archives / crawl.id)
     delete_tree(root, settings.crawls_dir / crawl.id)
+    delete_tree(root, root / "qa" / crawl.id)  # its quality review's screenshots
     return [f.path for f in files]
 
 

@@ -214,7 +214,8 @@ def shot_similarity(capture: bytes, replay: bytes) -> float | None:
 
 
 def keep_private(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.parent.parent.mkdir(exist_ok=True, mode=0o700)  # qa/, like every folder of the data dir
+    path.parent.mkdir(exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)

@@ -103,6 +103,14 @@ def test_a_faithful_replay_scores_high_and_one_missing_its_script_scores_lower(
                             ).status_code == 404  # a review of another crawl
     crawl_page = admin_client.get(reverse("admin:crawls_crawl_change", args=[damaged.pk])).content.decode()
     assert reverse("admin:crawls_crawl_qa", args=[damaged.pk]) in crawl_page
+
+    # Screenshots are private, and go with the crawl.
+    folder = qa_settings.data_dir / "qa" / damaged.pk
+    assert (folder.parent.stat().st_mode & 0o777, folder.stat().st_mode & 0o777) == (0o700, 0o700)
+    from crawls.retention import delete_all_files
+
+    delete_all_files(damaged, qa_settings)
+    assert not folder.exists()
     shutil.rmtree(qa_settings.data_dir / "qa", ignore_errors=True)
 
 
