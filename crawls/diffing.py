@@ -424,8 +424,8 @@ def screenshots(archive: zipfile.ZipFile) -> dict[str, Capture]:
     return found
 
 
-def resource_body(record: bytes) -> bytes | None:
-    """The block of a WARC resource record (urn:view: is one)."""
+def warc_block(record: bytes) -> bytes | None:
+    """The block of a WARC record (its Content-Length bytes after the headers), or None."""
     head, _, block = record.partition(b"\r\n\r\n")
     if not head.startswith(b"WARC/"):
         return None
@@ -487,13 +487,9 @@ def read_member_range(archive: zipfile.ZipFile, name: str, offset: int, length: 
 def http_response(record: bytes) -> tuple[int, str, list[tuple[str, str]], bytes] | None:
     """(status, reason, headers, body) of a WARC response record, the body as the server sent
     it (still content-encoded, de-chunked); None when it is not one we can read."""
-    warc_head, _, block = record.partition(b"\r\n\r\n")
-    if not warc_head.startswith(b"WARC/"):
+    block = warc_block(record)
+    if block is None:
         return None
-    for line in warc_head.split(b"\r\n")[1:]:
-        key, _, value = line.partition(b":")
-        if key.strip().lower() == b"content-length" and value.strip().isdigit():
-            block = block[:int(value)]
     http_head, _, body = block.partition(b"\r\n\r\n")
     lines = http_head.split(b"\r\n")
     status_line = lines[0].decode("latin-1").split(" ", 2)

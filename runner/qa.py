@@ -175,7 +175,7 @@ def judge(crawl: Crawl, settings, archives: diffing.Archives, page: diffing.Capt
     shot = None
     if view is not None and replayed.shot is not None:
         record = archives.record(view)
-        taken = diffing.resource_body(record) if record else None
+        taken = diffing.warc_block(record) if record else None
         shot = shot_similarity(taken, replayed.shot.read_bytes()) if taken else None
     scores = [s for s in (text, resources, shot) if s is not None]
     return PageReview(

@@ -60,5 +60,5 @@ def capture_shot(row: PageReview, settings) -> bytes | None:
             if view is not None:
                 view.file = crawl_file
                 record = archives.record(view)
-                return diffing.resource_body(record) if record else None
+                return diffing.warc_block(record) if record else None
     return None
