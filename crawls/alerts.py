@@ -67,9 +67,14 @@ def describe(watch: dict | None) -> str:
     return "pages"
 
 
+def watch_since(schedule: Schedule, watch: dict | None, now: dt.datetime) -> dt.datetime | None:
+    """When a watch counts from: when it was first set (a changed watch keeps it), None for none."""
+    return (schedule.watch_since or now) if watch else None
+
+
 def set_watch(schedule: Schedule, watch: dict | None, now: dt.datetime) -> None:
     """Watch from now on: crawls that ended before are never compared (no alerts for history)."""
-    since = (schedule.watch_since or now) if watch else None
+    since = watch_since(schedule, watch, now)
     Schedule.objects.filter(pk=schedule.pk).update(watch=watch, watch_since=since)
     schedule.watch, schedule.watch_since = watch, since
 

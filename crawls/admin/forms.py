@@ -287,9 +287,8 @@ class ScheduleForm(CrawlConfigForm, forms.ModelForm):
         if self.config is not None:
             self.instance.config = self.config.model_dump(mode="json")
         self.instance.tags = self.cleaned_data.get("tags") or []
-        # As alerts.set_watch: a watch counts from when it was first set (no alerts for history).
         self.instance.watch = self.watch
-        self.instance.watch_since = (self.instance.watch_since or db_now()) if self.watch else None
+        self.instance.watch_since = alerts.watch_since(self.instance, self.watch, db_now())
         return super().save(commit)
 
 

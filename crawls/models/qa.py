@@ -5,7 +5,7 @@ a review again replaces the crawl's rows."""
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Avg, Count, Min
+from django.db.models import Avg, Count, Max, Min, Q
 
 
 class PageReview(models.Model):
@@ -33,9 +33,7 @@ class PageReview(models.Model):
 
 def review_summary(crawl) -> dict:
     """The crawl's review in numbers: pages, mean and worst score, pages below 0.8."""
-    rows = PageReview.objects.filter(crawl=crawl)
-    numbers = rows.aggregate(pages=Count("id"), mean=Avg("score"), worst=Min("score"))
-    numbers["below"] = rows.filter(score__lt=0.8).count()
-    numbers["failed"] = rows.exclude(error="").count()
-    numbers["reviewed_at"] = rows.aggregate(at=models.Max("reviewed_at"))["at"]
-    return numbers
+    return PageReview.objects.filter(crawl=crawl).aggregate(
+        pages=Count("id"), mean=Avg("score"), worst=Min("score"),
+        below=Count("id", filter=Q(score__lt=0.8)), failed=Count("id", filter=~Q(error="")),
+        reviewed_at=Max("reviewed_at"))
