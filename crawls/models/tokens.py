@@ -83,7 +83,9 @@ class ApiToken(models.Model):
         # Twice: a concurrent request may start this minute's window between our two UPDATEs
         # (then both missed, and the first one counts us the second time).
         for _ in range(2):
-            if rows.filter(window_start=window, window_count__lt=self.rate_limit).update(
+            # At or after: another worker whose clock read came a moment later may already
+            # have started the next minute's window; this request counts in that one.
+            if rows.filter(window_start__gte=window, window_count__lt=self.rate_limit).update(
                     window_count=F("window_count") + 1, last_used_at=now):
                 return None
             if rows.filter(Q(window_start__lt=window) | Q(window_start__isnull=True)).update(

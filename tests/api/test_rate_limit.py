@@ -41,3 +41,18 @@ def test_the_limit_still_holds(monkeypatch):
     assert token.count_request(NOW) is None and token.count_request(NOW) is None
     assert token.count_request(NOW) == 30.0
     assert token.count_request(NOW + dt.timedelta(seconds=30)) is None  # the next minute
+
+
+@pytest.mark.django_db
+def test_a_request_read_its_clock_before_the_next_minute_began_is_counted_in_it():
+    """Two gunicorn workers: A reads the clock at 12:00:59.9, B at 12:01:00.0 and B's UPDATE
+    lands first, starting the 12:01 window. A's UPDATEs looked for the 12:00 window (gone) or
+    an older one (none), both missed, and A got 429 with the limit far away (seen at the
+    100,000-crawl bench/api.py run)."""
+    user = User.objects.create_user("carol")
+    token, _ = ApiToken.issue(user, "t", rate_limit=10)
+    late = dt.datetime(2030, 1, 1, 12, 0, 59, 900000, tzinfo=dt.UTC)
+    assert token.count_request(late + dt.timedelta(milliseconds=100)) is None
+    assert ApiToken.objects.get(pk=token.pk).count_request(late) is None
+    stored = ApiToken.objects.get(pk=token.pk)
+    assert (stored.window_start, stored.window_count) == (late.replace(minute=1, second=0, microsecond=0), 2)
