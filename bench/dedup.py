@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -40,10 +41,14 @@ def crawl(site_url: str, redis_port: int, cwd: Path, crawl_id: str, workers: int
            "--crawlId", crawl_id, "--collection", "coll", "--cwd", str(cwd), "--workers",
            str(workers), "--scopeType", "prefix", "--generateWACZ", "--diskUtilization", "0",
            "--allowNetworks", "127.0.0.0/8", *(["--dedup"] if dedup else [])]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           env={**os.environ, "CRAWLER_HOSTNAME": f"crawl-{crawl_id}-0"})
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # The crawler's CPU seconds: steadier than wall time on a loaded machine.
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit(f"crawl {crawl_id} failed: {proc.stderr.decode()[-2000:]}")
     coll = cwd / "collections" / "coll"
@@ -52,7 +57,7 @@ def crawl(site_url: str, redis_port: int, cwd: Path, crawl_id: str, workers: int
         index = [json.loads(line.split(" ", 2)[2])
                  for line in zf.read("indexes/index.cdxj").decode().splitlines()]
     revisits = sum(1 for e in index if e.get("mime") == "warc/revisit")
-    return {"wall": wall, "bytes": warc_bytes, "records": len(index), "revisits": revisits,
+    return {"wall": wall, "cpu": cpu, "bytes": warc_bytes, "records": len(index), "revisits": revisits,
             "index": index}
 
 
@@ -118,6 +123,8 @@ def main() -> None:
         "changed_share": round(diff["bytes"] / first["bytes"], 4),
         "recrawl_wall_dedup": round(same["wall"], 2), "recrawl_wall_plain": round(plain["wall"], 2),
         "lookup_overhead": round(same["wall"] / plain["wall"] - 1, 4),
+        "recrawl_cpu_dedup": round(same["cpu"], 2), "recrawl_cpu_plain": round(plain["cpu"], 2),
+        "lookup_overhead_cpu": round(same["cpu"] / plain["cpu"] - 1, 4),
     }
     print(f"pages {args.pages} (+{args.pad} bytes of text each), {args.workers} workers")
     print(f"first crawl:          {first['bytes']:>12,} bytes  {first['wall']:.1f} s")
@@ -128,6 +135,8 @@ def main() -> None:
           f"{result['changed_share']:.1%} of the first (target <= 15 %)")
     print(f"unchanged, no dedup:  {plain['bytes']:>12,} bytes  {plain['wall']:.1f} s; "
           f"lookups add {result['lookup_overhead']:+.1%} (target <= 10 %)")
+    print(f"crawler CPU, recrawl: {same['cpu']:.1f} s with --dedup, {plain['cpu']:.1f} s without "
+          f"({result['lookup_overhead_cpu']:+.1%})")
     if args.json:
         print(json.dumps(result))
 

@@ -76,7 +76,8 @@ class PageProcessor:
         if result.archive is not None:
             size = self.output.write_records(
                 lambda warc: result.archive(warc, page_id=page_id,
-                                            seen=lambda url: url not in fresh))
+                                            seen=lambda url: url not in fresh,
+                                            known=self.output.known))
             self._check_size(size)
         else:
             self.write(result.fetched)

@@ -8,6 +8,8 @@ import asyncio
 import json
 import zipfile
 
+import pytest
+from archiver_crawler.browser import find_chromium
 from archiver_crawler.cli import run_instance
 from archiver_crawler.config import parse_args
 from archiver_crawler.dedup import REVISIT_PROFILE, format_entry
@@ -36,17 +38,28 @@ def _index(wacz):
 
 
 def test_a_recrawl_writes_revisits_for_kept_payloads(site, r, redis_url, tmp_path):
-    first = _crawl(redis_url, tmp_path / "one", "dd1", site.url)
+    _recrawl_writes_revisits(site, r, redis_url, tmp_path, "dd1", "dd2")
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="needs a Chromium")
+def test_a_browser_mode_recrawl_writes_revisits_for_kept_payloads(site, r, redis_url,
+                                                                  tmp_path):
+    _recrawl_writes_revisits(site, r, redis_url, tmp_path, "db1", "db2",
+                             "--browser", "--pageLoadTimeout", "20")
+
+
+def _recrawl_writes_revisits(site, r, redis_url, tmp_path, first_id, second_id, *mode):
+    first = _crawl(redis_url, tmp_path / "one", first_id, site.url, *mode)
     served = [e for e in _index(first / "coll.wacz") if e.get("status") == "200"]
     kept = {e["digest"]: e for e in served}
-    requirement = {"filename": "one.wacz", "hash": "sha256:" + "0" * 64, "crawlId": "dd1"}
-    r.hset("dd2:dedup", mapping={
+    requirement = {"filename": "one.wacz", "hash": "sha256:" + "0" * 64, "crawlId": first_id}
+    r.hset(f"{second_id}:dedup", mapping={
         d: format_entry("2026-01-01T00:00:00Z", "f1", e["url"]) for d, e in kept.items()})
-    r.hset("dd2:dedup:files", "f1", json.dumps(requirement))
+    r.hset(f"{second_id}:dedup:files", "f1", json.dumps(requirement))
 
-    second = _crawl(redis_url, tmp_path / "two", "dd2", site.url, "--dedup")
+    second = _crawl(redis_url, tmp_path / "two", second_id, site.url, *mode, "--dedup")
 
-    revisits, responses = [], []
+    revisits, responses, requests = [], [], []
     for warc in sorted((second / "archive").glob("*.warc.gz")):
         with open(warc, "rb") as fh:
             for record in ArchiveIterator(fh):
@@ -61,6 +74,10 @@ def test_a_recrawl_writes_revisits_for_kept_payloads(site, r, redis_url, tmp_pat
                     revisits.append(headers.get_header("WARC-Target-URI"))
                 elif record.rec_type == "response":
                     responses.append(record.rec_headers.get_header("WARC-Target-URI"))
+                elif record.rec_type == "request":
+                    # A body-less request has no payload to digest.
+                    assert record.rec_headers.get_header("WARC-Payload-Digest") is None
+                    requests.append(record.rec_headers.get_header("WARC-Target-URI"))
     # The site is unchanged: every 200 it served the first time is a revisit now (of the
     # first URL kept with that payload: the site serves some files under two names), but
     # for b.html, gzipped afresh per request: the gzip header's time (whole seconds) changes
@@ -68,6 +85,9 @@ def test_a_recrawl_writes_revisits_for_kept_payloads(site, r, redis_url, tmp_pat
     every = {e["url"] for e in served}
     assert every - {site.url + "b.html"} <= set(revisits) <= every
     assert all(url not in revisits for url in responses)
+    # A revisit of a GET has no request record (replay finds a GET by its URL); a response
+    # keeps its own.
+    assert sorted(requests) == sorted(responses)
 
     wacz = second / "coll.wacz"
     result = wacz_validate(wacz)

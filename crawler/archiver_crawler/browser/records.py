@@ -2,7 +2,8 @@
 
 - request/response records for the page, each redirect hop and every resource it loaded
   (the exchanges as archiver made them: headers as received, body as sent), except those
-  `seen` says the crawl already holds (requisites are archived once per crawl);
+  `seen` says the crawl already holds (requisites are archived once per crawl); a
+  response whose payload the org kept already is a revisit (a deduplicating crawl);
 - `urn:text:<url>`: the page's text (document.body.innerText), text/plain;
 - `urn:view:<url>`: the screenshot of the viewport, image/png, when one was taken;
 - `urn:pageinfo:<url>`: status, load state, every URL loaded with its status, MIME type
@@ -16,15 +17,18 @@ import json
 from collections.abc import Callable
 
 from archiver_crawler.browser.capture import PageCapture
+from archiver_crawler.dedup import KnownPayloads
 from archiver_crawler.warc import WarcFile, warc_date
 
 
 def write_capture(warc: WarcFile, capture: PageCapture, page_id: str,
-                  seen: Callable[[str], bool] = lambda url: False, text: bool = True) -> int:
+                  seen: Callable[[str], bool] = lambda url: False, text: bool = True,
+                  known: KnownPayloads | None = None) -> int:
     """Write `capture`'s records; the number of exchanges written. `seen(url)` is asked for
     each GET of a resource other than the page's own documents (True: the crawl has it
     already); other methods are always written (their bodies differ). `text`: write the
-    `urn:text:` record."""
+    `urn:text:` record. `known`: the org's kept payloads (a deduplicating crawl), written
+    as revisits."""
     documents = {id(r) for r in capture.documents()}
     written = 0
     for resource in capture.resources:
@@ -33,7 +37,7 @@ def write_capture(warc: WarcFile, capture: PageCapture, page_id: str,
         if (id(resource) not in documents and resource.exchange.method == "GET"
                 and seen(resource.url)):
             continue
-        warc.write(resource.exchange)
+        warc.write(resource.exchange, known)
         written += 1
     ts = warc_date(capture.ts)
     page = [("WARC-Page-ID", page_id)]
