@@ -40,11 +40,11 @@ FAKE = ROOT / "tests" / "conformance" / "fake_crawler.py"
 # 2-core machine to keep 50 crawls going: it measured itself, not the daemon).
 TRACED = """
 import collections, gc, json, os, signal, sys
-count = [0]
+folder, count = sys.argv[1], [0]
 def dump(*_):
     count[0] += 1
     census = collections.Counter(type(o).__module__ + "." + type(o).__qualname__ for o in gc.get_objects())
-    with open(os.path.join(sys.argv[1], f"census-{count[0]:04d}"), "w") as out:
+    with open(os.path.join(folder, f"census-{count[0]:04d}"), "w") as out:
         json.dump(census, out)
 signal.signal(signal.SIGUSR1, dump)
 sys.argv = ["manage.py", "run", "--daemon", "--no-live"]
