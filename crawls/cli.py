@@ -64,6 +64,7 @@ OPTION_FOR_FIELD = {
     "scale": "--scale",
     "user_agent": "--user-agent",
     "dedup": "--dedup",
+    "qa": "--qa",
     "scope_type": "--scope",
     "browser": "--browser",
     "behaviors": "--behaviors",

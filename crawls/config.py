@@ -396,6 +396,8 @@ class CrawlConfig(BaseModel):
     dedup: bool | None = Field(
         default=None, description="revisit records for payloads the org kept already; "
                                   "None: on for a schedule's crawls, off for one-off crawls")
+    qa: bool = Field(default=False, description="quality review once the crawl ends and its archive is "
+                                                "kept (runner/qa_queue.py)")
     # Browser mode of archiver's own crawler; None (auto) is resolved when the crawl is added,
     # so its mode never changes between launches. Declared before the options it allows.
     browser: bool | None = Field(default=None, validate_default=True,
@@ -419,7 +421,8 @@ class CrawlConfig(BaseModel):
         data = handler(self)
         return {key: value for key, value in data.items()
                 if (key not in BROWSER_FLAGS or given(value))
-                and not (key in ("dedup", "browser") and value is None)}
+                and not (key in ("dedup", "browser") and value is None)
+                and not (key == "qa" and not value)}
 
     @field_validator("browser")
     @classmethod

@@ -31,6 +31,7 @@ from archiver.errors import ArchiverError, ConfigError
 from crawls import admission
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, RunnerRecord, WebhookDelivery
+from runner import qa_queue
 from runner.decide import classify_exit, crawl_state_for, decide_outcome, relaunch_delay
 from runner.launchers import Launcher
 from runner.progress import ProgressStore
@@ -90,6 +91,7 @@ class Runner:
         self._wake: socket.socket | None = None
         self._lock_file = lock_file  # from acquire_runner_lock(), if taken already
         self._webhooks = None
+        self._reviews = None
 
     # What tests, the live view and the service read.
     settings = property(lambda self: self.rt.settings)
@@ -197,6 +199,7 @@ class Runner:
                 self.register(self.clock())
                 self.keep_what_is_left_here(self.clock())
                 self.start_webhooks(mode)
+                self.start_reviews(mode)
                 self.loop(mode, view)
         finally:
             self.shutdown()
@@ -240,7 +243,7 @@ class Runner:
 
     def has_due_work(self, now: dt.datetime) -> bool:
         soon = now + dt.timedelta(seconds=claim.ORG_RETRY + 1)
-        return Crawl.objects.filter(status__in=S.ACTIVE, retry_at__lte=soon).exclude(
+        return qa_queue.has_due(now) or Crawl.objects.filter(status__in=S.ACTIVE, retry_at__lte=soon).exclude(
             status=S.PAUSED, retry_at__gt=now).exists()
 
     def sleep_time(self, now: dt.datetime) -> float:
@@ -333,8 +336,13 @@ class Runner:
             self.steps.append(("webhooks", lambda now: webhooks.deliver_due_webhooks(
                 webhooks.lease_owner(self.id, 0), now)))
 
+    def start_reviews(self, mode: str) -> None:  # in a thread, never the tick (qa_queue.attach)
+        self._reviews = qa_queue.attach(self.settings, self.id, mode, self.steps, self.stop_event, self.clock)
+
     def shutdown(self) -> None:
         """Give our leases back (due now, so a restarted runner adopts at once); crawlers keep running."""
+        if self._reviews:  # a review in flight stops between pages and is due again at once
+            self._reviews = self._reviews.stop(timeout=30)
         if self._webhooks:
             self._webhooks.stop(timeout=10)
             self._webhooks = None

@@ -28,7 +28,7 @@ from crawls.models import (
     SnapshotStatus,
     StopReason,
 )
-from runner import archive
+from runner import archive, qa_queue
 from runner.crawler_log import crawler_words
 from runner.decide import ALL_FAILED, Outcome
 from runner.ingest import drain_rest, read_rest
@@ -177,6 +177,8 @@ def clean_up(rt: Runtime, crawl: Crawl, db: int | None = None) -> None:
     db = crawl.redis_db if db is None else db
     if db is not None:
         release_redis(rt, crawl, db)
+    if not left_behind:
+        qa_queue.make_due(crawl, rt.clock())  # its files are all recorded: --qa may replay them
     slot_freed(rt, crawl)
 
 

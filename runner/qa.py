@@ -15,7 +15,7 @@ Scores, each 0 to 1, None when it cannot be taken:
   crawl took one: 1 - (pixels that differ / pixels that are not background), on 320×200
   grey thumbnails, so a missing line of text counts on a white page;
 and `score`, their mean. The replay's screenshot is kept under the data dir
-(qa/<crawl>/<n>.png) for the admin to show beside the capture's.
+(qa/<crawl>/<review>/<n>.png) for the admin to show beside the capture's.
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ import asyncio
 import datetime as dt
 import io
 import os
+import secrets
 import shutil
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +50,14 @@ MAX_PIXELS = 40_000_000  # a screenshot larger than this is not decoded (a bomb)
 
 class ReviewRefused(ArchiverError):
     """The crawl cannot be reviewed (not kept, no browser): the reason, nothing changed."""
+
+
+class NoBrowser(ReviewRefused):
+    """No Chromium on this host: an automatic review is recorded as skipped."""
+
+
+class ReviewInterrupted(ArchiverError):
+    """The runner stops, or the review's lease was lost: nothing changed."""
 
 
 @dataclass
@@ -86,11 +97,16 @@ class ArchiveExchanger:
                         date=dt.datetime.now(dt.UTC))
 
 
-def review(crawl: Crawl, settings, limit: int | None = None, workers: int = 2) -> int:
-    """Review the crawl's pages (the first `limit`), replacing its reviews: how many."""
+def review(crawl: Crawl, settings, limit: int | None = None, workers: int = 2,
+           stop: threading.Event | None = None, swap: Callable[[], bool] | None = None,
+           before_swap: Callable[[], None] | None = None) -> int:
+    """Review the crawl's pages (the first `limit`), replacing its reviews: how many.
+    `stop` interrupts it between pages (ReviewInterrupted, nothing changed); `swap`, called
+    in the transaction that replaces the rows, may refuse it (a lost lease); `before_swap`
+    runs just before that transaction (the lease's renewals stop: no writer waits on it)."""
     chromium = settings.chromium_path("local")
     if chromium is None:
-        raise ReviewRefused("no Chromium to replay in (install the chromium package, or set "
+        raise NoBrowser("no Chromium to replay in (install the chromium package, or set "
                             "ARCHIVER_CHROMIUM to its path)")
     with diffing.Archives(settings) as archives:
         try:
@@ -101,16 +117,33 @@ def review(crawl: Crawl, settings, limit: int | None = None, workers: int = 2) -
         records, views = held_records(archives, crawl)
         urls = [url for url, capture in pages.items() if capture.is_html or capture.text is not None]
         urls = urls[:limit] if limit else urls
-        folder = settings.data_dir / "qa" / crawl.pk
-        shutil.rmtree(folder, ignore_errors=True)
-        replays = asyncio.run(replay_all(chromium, urls, ArchiveExchanger(archives, records),
-                                         workers, folder))
-        now = dt.datetime.now(dt.UTC)
-        rows = [judge(crawl, settings, archives, pages[url], views.get(url), replayed, now)
-                for url, replayed in zip(urls, replays, strict=True)]
-    with transaction.atomic():
-        PageReview.objects.filter(crawl=crawl).delete()
-        PageReview.objects.bulk_create(rows)
+        # The new screenshots go to a folder of their own; the rows are swapped in one
+        # transaction, and only then the old screenshots go: a review that fails half-way
+        # leaves the previous review whole, its rows pointing at images that are there.
+        crawl_folder = settings.data_dir / "qa" / crawl.pk
+        folder = crawl_folder / f"{dt.datetime.now(dt.UTC):%Y%m%d%H%M%S%f}-{secrets.token_hex(4)}"
+        try:
+            replays = asyncio.run(replay_all(chromium, urls, ArchiveExchanger(archives, records),
+                                             workers, folder, stop))
+            now = dt.datetime.now(dt.UTC)
+            rows = [judge(crawl, settings, archives, pages[url], views.get(url), replayed, now)
+                    for url, replayed in zip(urls, replays, strict=True)]
+            if before_swap is not None:
+                before_swap()
+            with transaction.atomic():
+                if swap is not None and not swap():
+                    raise ReviewInterrupted("its lease was lost")
+                PageReview.objects.filter(crawl=crawl).delete()
+                PageReview.objects.bulk_create(rows)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+    for old in (crawl_folder.iterdir() if crawl_folder.is_dir() else ()):
+        if old != folder:
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink(missing_ok=True)
     return len(rows)
 
 
@@ -145,16 +178,21 @@ def held_records(archives: diffing.Archives, crawl: Crawl) -> tuple[dict, dict]:
 
 
 async def replay_all(chromium: str, urls: list[str], exchanger: ArchiveExchanger,
-                     workers: int, folder: Path) -> list[Replayed]:
+                     workers: int, folder: Path, stop: threading.Event | None = None) -> list[Replayed]:
     options = EngineOptions(executable=chromium, workers=workers, page=REPLAY)
     try:
         engine = BrowserEngine(AddressPolicy(), options, exchanger=exchanger)
         await engine.start()
     except (BrowserUnavailable, OSError) as exc:
         raise ReviewRefused(f"Chromium would not start: {exc}") from None
+    replays = asyncio.gather(*(replay_one(engine, url, folder / f"{n}.png") for n, url in enumerate(urls)))
     try:
-        return list(await asyncio.gather(*(replay_one(engine, url, folder / f"{n}.png")
-                                           for n, url in enumerate(urls))))
+        while stop is not None and not replays.done():
+            await asyncio.wait([replays], timeout=0.2)
+            if stop.is_set():
+                replays.cancel()
+                raise ReviewInterrupted("the runner stops")
+        return list(await replays)
     finally:
         await engine.close()
 
@@ -214,8 +252,9 @@ def shot_similarity(capture: bytes, replay: bytes) -> float | None:
 
 
 def keep_private(path: Path, data: bytes) -> None:
-    path.parent.parent.mkdir(exist_ok=True, mode=0o700)  # qa/, like every folder of the data dir
-    path.parent.mkdir(exist_ok=True, mode=0o700)
+    # qa/<crawl>/<review>/: 0700, like every folder of the data dir.
+    for folder in (path.parent.parent.parent, path.parent.parent, path.parent):
+        folder.mkdir(exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)

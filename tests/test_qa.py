@@ -75,6 +75,7 @@ def test_a_faithful_replay_scores_high_and_one_missing_its_script_scores_lower(
         assert row.text_score >= 0.95 and row.resources_score == 1.0 and row.screenshot_score >= 0.9, row.__dict__
         assert (qa_settings.data_dir / row.replay_shot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert review_summary(faithful)["below"] == 0
+    assert_a_failed_review_keeps_the_last_one(faithful, qa_settings)
 
     damaged = kept_crawl(qa_settings.data_dir, without(run.collection.wacz, tmp_path / "damaged.wacz", b"/js/app.js"))
     out = io.StringIO()
@@ -112,6 +113,28 @@ def test_a_faithful_replay_scores_high_and_one_missing_its_script_scores_lower(
     delete_all_files(damaged, qa_settings)
     assert not folder.exists()
     shutil.rmtree(qa_settings.data_dir / "qa", ignore_errors=True)
+
+
+def assert_a_failed_review_keeps_the_last_one(crawl: Crawl, settings: Settings) -> None:
+    """A review that fails after replaying leaves the previous one whole: rows and the
+    screenshots they point at; one that succeeds replaces both, the old images gone."""
+    before = {row.url: row.replay_shot for row in PageReview.objects.filter(crawl=crawl)}
+    folder = settings.data_dir / "qa" / crawl.pk
+    assert len(list(folder.iterdir())) == 1
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(qa, "judge", lambda *args: (_ for _ in ()).throw(RuntimeError("judging broke")))
+        with pytest.raises(RuntimeError, match="judging broke"):
+            qa.review(crawl, settings)
+    assert {row.url: row.replay_shot for row in PageReview.objects.filter(crawl=crawl)} == before
+    assert all((settings.data_dir / shot).is_file() for shot in before.values())
+    assert len(list(folder.iterdir())) == 1  # the failed review's screenshots went
+
+    assert qa.review(crawl, settings) == len(before)
+    after = {row.url: row.replay_shot for row in PageReview.objects.filter(crawl=crawl)}
+    assert set(after) == set(before) and not set(after.values()) & set(before.values())
+    assert all((settings.data_dir / shot).is_file() for shot in after.values())
+    assert not any((settings.data_dir / shot).exists() for shot in before.values())
+    assert len(list(folder.iterdir())) == 1
 
 
 def drawn(lines: int) -> bytes:

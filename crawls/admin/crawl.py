@@ -59,6 +59,7 @@ from crawls.models import (
     Snapshot,
     SnapshotStatus,
     WebhookDelivery,
+    review_state,
 )
 
 INLINE_ROWS = 50  # a 100k-snapshot crawl must still render: inlines show the newest rows
@@ -293,6 +294,7 @@ class CrawlAdmin(admin.ModelAdmin):
                 "may_edit": may(request, "change") and editable(crawl),
                 "has_files": crawl.files.exists(),
                 "reviewed": crawl.page_reviews.exists(),
+                "review": review_state(crawl),
                 "live": live_detail(crawl, timezone.now()),
             }
         return super().change_view(request, object_id, form_url, extra_context)

@@ -29,7 +29,7 @@ BROWSER_FIELDS = ("browser", "behaviors", "page_load_timeout", "post_load_delay"
 BROWSER_CHOICES = {"auto": None, "on": True, "off": False}
 CONFIG_FIELDS = ("seeds", "scope_type", "depth", "extra_hops", "page_limit", "size_limit",
                  "time_limit", "include", "exclude", "workers", "scale", "user_agent", "use_robots",
-                 "dedup", *BROWSER_FIELDS)
+                 "dedup", "qa", *BROWSER_FIELDS)
 TEXT_FIELDS = ("user_agent", "behaviors", "wait_until", "screenshot", "lang", "profile")  # "" = not set
 
 
@@ -143,6 +143,9 @@ class CrawlConfigForm(forms.Form):
         widget=forms.Select(choices=[("", "Default (on for schedules, off for one-off crawls)"),
                                      ("true", "Yes"), ("false", "No")]),
         help_text="Store revisit records for payloads the org kept already (docs/storage.md).")
+    qa = forms.BooleanField(required=False, label="Quality review",
+                            help_text="Replay its pages from the archive once it ends and score them "
+                                      "(docs/cli.md#qa).")
     # The CLI's --browser/--no-browser/neither, and its browser options --behaviors ... --profile.
     browser = forms.TypedChoiceField(
         required=False, label="Browser", initial="auto", empty_value=None,

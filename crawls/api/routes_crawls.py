@@ -38,7 +38,7 @@ from crawls.api.schemas import (
 from crawls.config import CrawlConfig
 from crawls.lease import db_now
 from crawls.management.commands.status import GROUPS
-from crawls.models import Crawl, CrawlFile, IdempotencyKey, Org, SnapshotStatus
+from crawls.models import Crawl, CrawlFile, IdempotencyKey, Org, SnapshotStatus, review_state
 
 logger = logging.getLogger(__name__)
 router = Router(tags=["crawls"])
@@ -75,6 +75,7 @@ def crawl_out(crawl: Crawl, now: dt.datetime | None = None) -> dict:
             "time_limit": crawl.config.get("time_limit"),
         },
         "files": [file_out(f) for f in files],
+        "quality_review": review_state(crawl),
         "updated_at": crawl.updated_at,
         "progress_at": crawl.progress_at,
     }

@@ -36,6 +36,19 @@ class Limits(Schema):
     time_limit: int | None
 
 
+class QualityReviewOut(Schema):
+    status: str = Field(description="queued, running, done, failed or skipped")
+    error: str | None = Field(description="Why it failed or was skipped.")
+    attempts: int
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    pages: int
+    mean: float | None
+    worst: float | None
+    below_0_80: int
+    failed_pages: int
+
+
 class CrawlOut(Schema):
     id: str
     org: str
@@ -58,6 +71,8 @@ class CrawlOut(Schema):
     config_override: dict[str, Any]
     limits: Limits
     files: list[FileOut]
+    quality_review: QualityReviewOut | None = Field(
+        None, description="Its quality review (--qa, `archiver qa`): status and scores; null if never asked for.")
     created_at: dt.datetime
     updated_at: dt.datetime
     started_at: dt.datetime | None

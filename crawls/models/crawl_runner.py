@@ -6,13 +6,19 @@ from __future__ import annotations
 import datetime as dt
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 
 from archiver import conf
+from crawls.models.qa import QualityReview, ReviewStatus
 from crawls.models.statuses import EVENT_FOR_FINAL, CrawlStatus, Intent, StopReason
 
 S = CrawlStatus
 
 # What the runner may write through Crawl.record_progress (counters and what it shows).
+# Seconds after its end a crawl's review is due at the latest (its files are normally kept
+# well before: then it is due at once).
+REVIEW_GRACE = 60
+
 PROGRESS_FIELDS = frozenset({"pages_found", "pages_done", "pages_failed", "size_bytes",
                              "progress_at", "waiting_reason"})
 
@@ -112,11 +118,28 @@ class RunnerTransitions:
         """
         assert status in S.FINAL, status
         event = EVENT_FOR_FINAL.get(status, "crawl.stopped")
-        return self._transition(
-            status, S.ACTIVE, now, token=token, event=event, stop_reason=stop_reason,
-            error=error, finished_at=now, retry_at=None, lease_owner="", intent="",
-            waiting_reason="",
-        )
+        with transaction.atomic():
+            if not self._transition(
+                status, S.ACTIVE, now, token=token, event=event, stop_reason=stop_reason,
+                error=error, finished_at=now, retry_at=None, lease_owner="", intent="",
+                waiting_reason="",
+            ):
+                return False
+            if status in (*S.SUCCESSFUL, S.FAILED) and self.config.get("qa"):
+                self.queue_review(now)
+        return True
+
+    def queue_review(self, now) -> None:
+        """Its quality review (--qa), in the transaction that ends it: exactly one per end.
+        Due once the runner has kept its files (runner.ending.clean_up makes it due then),
+        else after REVIEW_GRACE, should the runner die between the two. A review of an
+        earlier session still running is fenced off (its token moves on)."""
+        due = now + dt.timedelta(seconds=REVIEW_GRACE)
+        fields = {"status": ReviewStatus.QUEUED, "error": "", "attempts": 0, "pages": 0,
+                  "retry_at": due, "lease_owner": "", "started_at": None, "finished_at": None}
+        if not QualityReview.objects.filter(crawl_id=self.pk).update(
+                **fields, lease_token=F("lease_token") + 1):
+            QualityReview.objects.create(crawl_id=self.pk, created_at=now, **fields)
 
     def release_redis_db(self, db: int) -> bool:
         """A final crawl gives its (flushed) Redis database back."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Avg, Count, Max, Min, Q
 
+from crawls.lease import Leased, LeaseQuerySet, due_index
+
 
 class PageReview(models.Model):
     crawl = models.ForeignKey("Crawl", on_delete=models.CASCADE, related_name="page_reviews")
@@ -37,3 +39,54 @@ def review_summary(crawl) -> dict:
         pages=Count("id"), mean=Avg("score"), worst=Min("score"),
         below=Count("id", filter=Q(score__lt=0.8)), failed=Count("id", filter=~Q(error="")),
         reviewed_at=Max("reviewed_at"))
+
+
+class ReviewStatus(models.TextChoices):
+    QUEUED = "queued"  # waits for the crawl's files to be kept, then for a runner
+    RUNNING = "running"  # a runner (or `archiver qa`) holds its lease and replays
+    DONE = "done"
+    FAILED = "failed"  # `error` says why; `archiver qa ID` tries again
+    SKIPPED = "skipped"  # no Chromium, or nothing kept to replay: `error` says which
+
+
+class QualityReview(Leased):
+    """The automatic review of a crawl added with --qa: one row per crawl, queued in the
+    transaction that ends the crawl, claimed off the runner's tick (runner/qa_queue.py)."""
+
+    crawl = models.OneToOneField("Crawl", on_delete=models.CASCADE, related_name="quality_review")
+    status = models.CharField(max_length=16, choices=ReviewStatus.choices, default=ReviewStatus.QUEUED)
+    error = models.TextField(blank=True, default="")
+    attempts = models.PositiveIntegerField(default=0)
+    pages = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = LeaseQuerySet.as_manager()
+
+    class Meta:
+        indexes = [due_index("quality_review")]
+
+    def __str__(self) -> str:
+        return f"review of {self.crawl_id}: {self.status}"
+
+
+def review_state(crawl) -> dict | None:
+    """The crawl's review for the admin and the API: its automatic review's status (--qa)
+    and the summary of its stored scores; None if it was never reviewed nor asked to be."""
+    row = QualityReview.objects.filter(crawl_id=crawl.pk).first()
+    summary = review_summary(crawl)
+    if row is None and not summary["pages"]:
+        return None
+    return {
+        "status": row.status if row else ReviewStatus.DONE,
+        "error": (row.error or None) if row else None,
+        "attempts": row.attempts if row else 0,
+        "started_at": row.started_at if row else None,
+        "finished_at": row.finished_at if row else summary["reviewed_at"],
+        "pages": summary["pages"],
+        "mean": None if summary["mean"] is None else round(summary["mean"], 3),
+        "worst": summary["worst"],
+        "below_0_80": summary["below"],
+        "failed_pages": summary["failed"],
+    }

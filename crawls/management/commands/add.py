@@ -42,6 +42,8 @@ class Command(ArchiverCommand):
         parser.add_argument("--dedup", action=argparse.BooleanOptionalAction, default=None,
                             help="store revisit records for payloads the org kept already "
                                  "(default: off for a one-off crawl)")
+        parser.add_argument("--qa", action="store_true", default=False,
+                         help="quality review once it ends and its archive is kept (as `archiver qa`)")
         add_browser_arguments(parser)
         parser.add_argument("--org", default="default", metavar="SLUG")
         parser.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")
@@ -53,7 +55,7 @@ class Command(ArchiverCommand):
             **{name: options[name] for name in (
                 "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include",
                 "exclude", "workers", "scale", "extra_hops", "user_agent", "use_robots",
-                "dedup", *BROWSER_OPTIONS,
+                "dedup", "qa", *BROWSER_OPTIONS,
             )},
         })
         crawl = actions.add(find_org(org), config, tags)

@@ -33,7 +33,7 @@ from crawls.validation import check_cron_text
 
 CONFIG_OPTIONS = (
     "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include", "exclude",
-    "workers", "scale", "dedup", *BROWSER_OPTIONS,
+    "workers", "scale", "dedup", "qa", *BROWSER_OPTIONS,
 )
 
 
@@ -58,6 +58,8 @@ class Command(ArchiverCommand):
         adder.add_argument("--dedup", action=argparse.BooleanOptionalAction, default=None,
                            help="store revisit records for payloads the org kept already "
                                 "(default: on for a schedule's crawls)")
+        adder.add_argument("--qa", action="store_true", default=False,
+                         help="quality review once it ends and its archive is kept (as `archiver qa`)")
         add_browser_arguments(adder)
         adder.add_argument("--org", default="default", metavar="SLUG")
         adder.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")

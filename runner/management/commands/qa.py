@@ -4,13 +4,17 @@ prints the crawl's summary and its worst pages first."""
 
 from __future__ import annotations
 
+import os
+
 from django.core.management.base import CommandError
 from rich.table import Table
 
 from archiver import conf
+from crawls import diffing
 from crawls.cli import ArchiverCommand, int_arg
-from crawls.models import Crawl, PageReview, review_summary
-from runner import qa
+from crawls.lease import db_now
+from crawls.models import Crawl, PageReview, ReviewStatus, review_summary
+from runner import qa, qa_queue
 
 
 class Command(ArchiverCommand):
@@ -25,10 +29,28 @@ class Command(ArchiverCommand):
 
     def run(self, *, crawl, limit, workers, json, **options):
         crawl = Crawl.objects.by_prefix(crawl)
-        try:
-            qa.review(crawl, conf.get(), limit=limit, workers=max(1, min(workers, 8)))
-        except qa.ReviewRefused as exc:
+        settings = conf.get()
+        try:  # refused with nothing changed: not kept yet, no archive, no Chromium
+            diffing.check_kept(crawl)
+            if settings.chromium_path("local") is None:
+                raise qa.NoBrowser("no Chromium to replay in (install the chromium package, or set "
+                                   "ARCHIVER_CHROMIUM to its path)")
+        except (diffing.DiffRefused, qa.ReviewRefused) as exc:
             raise CommandError(f"qa {crawl.short_id}: {exc}") from None
+        # Through the crawl's review row, as the runner's: a review the runner holds now is
+        # not run twice, and a failed or skipped automatic review is retried here.
+        now = db_now()
+        taken = qa_queue.take(crawl, f"cli-{os.getpid()}", now, settings.lease_seconds)
+        if taken is None:
+            raise CommandError(f"qa {crawl.short_id}: a runner is reviewing it now")
+        row, token = taken
+        try:
+            row = qa_queue.run_claimed(settings, row.pk, token, now, limit=limit,
+                                       workers=max(1, min(workers, 8)), mark=False)
+        except qa.ReviewInterrupted as exc:
+            raise CommandError(f"qa {crawl.short_id}: interrupted ({exc})") from None
+        if row.status != ReviewStatus.DONE:
+            raise CommandError(f"qa {crawl.short_id}: {row.status}: {row.error}")
         summary = review_summary(crawl)
         rows = list(PageReview.objects.filter(crawl=crawl).order_by("score", "id"))
         if json:
