@@ -38,7 +38,7 @@ from crawls.api.schemas import (
 from crawls.config import CrawlConfig
 from crawls.lease import db_now
 from crawls.management.commands.status import GROUPS
-from crawls.models import Crawl, CrawlFile, IdempotencyKey, Org, SnapshotStatus, review_state
+from crawls.models import Crawl, CrawlFile, IdempotencyKey, Org, SnapshotStatus, review_state, review_states
 
 logger = logging.getLogger(__name__)
 router = Router(tags=["crawls"])
@@ -60,7 +60,7 @@ def file_out(crawl_file: CrawlFile) -> dict:
     }
 
 
-def crawl_out(crawl: Crawl, now: dt.datetime | None = None) -> dict:
+def crawl_out(crawl: Crawl, now: dt.datetime | None = None, reviews: dict | None = None) -> dict:
     """The crawl's summary (as `status --json` prints it, its running time at `now`, the
     database's clock by default) plus what a live view needs."""
     files = list(crawl.files.all())
@@ -75,16 +75,16 @@ def crawl_out(crawl: Crawl, now: dt.datetime | None = None) -> dict:
             "time_limit": crawl.config.get("time_limit"),
         },
         "files": [file_out(f) for f in files],
-        "quality_review": review_state(crawl),
+        "quality_review": review_state(crawl) if reviews is None else reviews.get(crawl.pk),
         "updated_at": crawl.updated_at,
         "progress_at": crawl.progress_at,
     }
 
 
-def shown(crawl: Crawl, now: dt.datetime | None = None) -> dict:
+def shown(crawl: Crawl, now: dt.datetime | None = None, reviews: dict | None = None) -> dict:
     """crawl_out, checked against the CrawlOut schema; DamagedRow if the row cannot be shown."""
     try:
-        out = crawl_out(crawl, now)
+        out = crawl_out(crawl, now, reviews)
         CrawlOut.model_validate(out)
     except (AttributeError, TypeError, KeyError, ValueError) as exc:  # pydantic's errors are ValueErrors
         raise DamagedRow("crawl", crawl.pk, exc) from exc
@@ -94,9 +94,10 @@ def shown(crawl: Crawl, now: dt.datetime | None = None) -> dict:
 def shown_rows(crawls, now: dt.datetime) -> tuple[list[dict], list[dict]]:
     """(items, errors) of a list: a damaged row fails only itself, named in `errors` and logged."""
     items, errors = [], []
+    reviews = review_states(crawl.pk for crawl in crawls)
     for crawl in crawls:
         try:
-            items.append(shown(crawl, now))
+            items.append(shown(crawl, now, reviews))
         except DamagedRow as exc:
             logger.error("%s", exc, exc_info=exc.__cause__)
             errors.append({"id": exc.row_id, "code": "damaged_row", "message": str(exc)})

@@ -128,3 +128,18 @@ def test_the_daemon_tick_never_runs_a_review(make_runner, fake, make_crawl, revi
     runner.start_reviews("once")
     runner.tick(T0 + dt.timedelta(seconds=REVIEW_GRACE * 3))
     assert calls == [crawl.pk]
+
+
+def test_a_list_of_crawls_reads_all_their_reviews_in_two_queries(make_crawl, django_assert_num_queries):
+    """The API's crawl list shows each crawl's review; two queries per row made a page of 100
+    crawls 200 queries slower (issue 27's p99)."""
+    from crawls.models import PageReview, review_state, review_states
+    queued, scored, plain = ended(make_crawl, qa=True), ended(make_crawl), ended(make_crawl)
+    for url, score in (("http://a/", 0.5), ("http://b/", 1.0)):
+        PageReview.objects.create(crawl=scored, url=url, score=score, reviewed_at=T0)
+    with django_assert_num_queries(2):
+        states = review_states([queued.pk, scored.pk, plain.pk])
+    assert set(states) == {queued.pk, scored.pk}
+    assert states[queued.pk]["status"] == R.QUEUED and states[queued.pk]["pages"] == 0
+    assert (states[scored.pk]["pages"], states[scored.pk]["worst"], states[scored.pk]["below_0_80"]) == (2, 0.5, 1)
+    assert review_state(scored) == states[scored.pk] and review_state(plain) is None
