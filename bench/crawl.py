@@ -23,6 +23,8 @@ With --json the last line is one JSON object.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import shutil
@@ -31,7 +33,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -227,9 +231,33 @@ def crawl_wget(url: str, workdir: Path) -> dict:
     return result
 
 
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serve_dir(directory: Path, start: str):
+    """`directory` served by the standard library's file server on 127.0.0.1 (as
+    `python3 -m http.server --bind 127.0.0.1` would), crawled from `start`."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 functools.partial(_Quiet, directory=str(directory)))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield type("DirSite", (), {"url": f"http://127.0.0.1:{server.server_address[1]}/{start}"})
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
 def run_scenario(latency: float, args, redis_port: int, tmp_path: Path) -> dict:
     runs: dict[str, list[dict]] = {"ours": [], "wget": []}
-    with serve_site(pages=args.pages, latency=latency) as site:
+    serving = serve_dir(Path(args.site), args.start) if args.site else \
+        serve_site(pages=args.pages, latency=latency)
+    with serving as site:
         for i in range(args.repeat):
             order = ("ours", "wget") if i % 2 == 0 else ("wget", "ours")
             for name in order:
@@ -243,16 +271,21 @@ def run_scenario(latency: float, args, redis_port: int, tmp_path: Path) -> dict:
     ours, wget = summarize(runs["ours"]), summarize(runs["wget"])
     return {"latency_s": latency, "ours": ours, "wget": wget,
             "speedup_vs_wget": round(wget["seconds"] / ours["seconds"], 2),
+            "wall_ratio_vs_wget": round(ours["seconds"] / wget["seconds"], 2),
             "load_average_1m": round(os.getloadavg()[0], 2)}
 
 
-def report(scenario: dict, pages: int) -> None:
-    print(f"\n{pages} pages on 127.0.0.1, {scenario['latency_s'] * 1000:g} ms per response; "
+def report(scenario: dict, site: str) -> None:
+    print(f"\n{site} on 127.0.0.1, {scenario['latency_s'] * 1000:g} ms per response; "
           f"load average {scenario['load_average_1m']:.2f} on {os.cpu_count()} CPUs")
     for name, r in (("archiver-crawler", scenario["ours"]), ("wget", scenario["wget"])):
         runs = ", ".join(f"{s:.2f}" for s in r["all_seconds"])
         print(f"{name:>17}: {r['seconds']:7.2f} s median ({runs})  cpu {r['cpu_seconds']:6.2f} s"
               f"  peak RSS {r['peak_rss_mb']:6.1f} MB  pages {r['pages']}  exit {r['exit_codes']}")
+    ours = scenario["ours"]
+    print(f"archiver-crawler CPU per page: "
+          f"{1000 * ours['cpu_seconds'] / max(1, max(ours['pages'])):.2f} ms; "
+          f"wall time / wget's: {scenario['wall_ratio_vs_wget']}")
     print(f"speed-up vs wget: {scenario['speedup_vs_wget']}x   "
           f"every WACZ of ours valid: {scenario['ours']['wacz_valid']}")
 
@@ -267,9 +300,16 @@ def main() -> int:
                         help="comma-separated seconds added to every response, one scenario each")
     parser.add_argument("--js-pages", type=int, default=40,
                         help="pages of the JS site for browser mode against HTTP mode (0: skip)")
+    parser.add_argument("--site", metavar="DIR",
+                        help="crawl this directory, served by http.server (e.g. "
+                             "/usr/share/doc/python3/html from Debian's python3-doc), instead "
+                             "of the generated site; no added latency, no JS scenario")
+    parser.add_argument("--start", default="index.html", help="--site's page to start from")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     latencies = [float(v) for v in args.latency.split(",") if v.strip()]
+    if args.site:
+        latencies, args.js_pages = [0.0], 0
 
     scenarios = []
     with tempfile.TemporaryDirectory(prefix="crawl-bench-") as tmp:
@@ -277,7 +317,7 @@ def main() -> int:
         try:
             for latency in latencies:
                 scenarios.append(run_scenario(latency, args, redis_port, Path(tmp)))
-                report(scenarios[-1], args.pages + 1)
+                report(scenarios[-1], args.site or f"{args.pages + 1} pages")
             js = js_scenario(args, redis_port, Path(tmp)) if args.js_pages else None
             if js:
                 report_js(js, args.workers)

@@ -222,6 +222,8 @@ class Crawler:
                 if outcome is not None and not committed.recorded:
                     logger.warning("%s was taken back from this instance; its outcome is not "
                                    "counted here", outcome.url)
+                if outcome is not None and outcome.links:
+                    self.frontier.committed(outcome.links, committed.queued, self.config.limit)
                 outcome = None
                 if committed.queued:
                     self.work_added.set()

@@ -14,6 +14,7 @@ from archiver_crawler.scope import Seed, normalize_url
 from archiver_crawler.state import CrawlState, QueueEntry
 
 logger = logging.getLogger(__name__)
+KNOWN_LIMIT = 500_000  # URLs in Frontier.known (about 100 bytes each)
 
 
 class Frontier:
@@ -24,6 +25,10 @@ class Frontier:
         self.seeds: dict[int, Seed] = {
             i: Seed(i, spec.url, config, spec) for i, spec in enumerate(config.seeds)}
         self.live_excludes: list[re.Pattern] = []
+        # URLs this instance knows are in the crawl's seen set (`:s`, which only grows): a
+        # link found again is skipped here rather than judged, serialised and sent to Redis
+        # to be found seen there. Bounded; emptied (never wrong, only slower) when full.
+        self.known: set[str] = set()
 
     @property
     def main_page(self) -> str | None:
@@ -39,13 +44,25 @@ class Frontier:
         """The page's links that its seed's scope (and robots.txt) let us queue."""
         depth, hops = entry.depth + 1, entry.extra_hops + 1
         entries = []
+        known = self.known
         for url in links:
+            if url in known:
+                continue
             decision = seed.decide(url, depth, hops, self.live_excludes)
             if decision:
                 entries.append(QueueEntry(url=url, seed_id=seed.id, depth=depth,
                                           extra_hops=hops if decision.out_of_scope
                                           else entry.extra_hops))
         return await self._robots_filter(entries)
+
+    def committed(self, entries: list[QueueEntry], queued: int, limit: int) -> None:
+        """After a commit of `entries`: every one is in `:s` now, unless the page limit
+        turned some away (those may be queued later, if the limit is raised)."""
+        if limit > 0 and queued < len(entries):
+            return
+        if len(self.known) + len(entries) > KNOWN_LIMIT:
+            self.known.clear()
+        self.known.update(e.url for e in entries)
 
     async def redirect_target(self, entry: QueueEntry, seed: Seed,
                               target: str) -> list[QueueEntry]:

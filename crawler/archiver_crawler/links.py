@@ -39,18 +39,43 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+@lru_cache(maxsize=256)
+def _directory(url: str) -> str:
+    """`url` up to its path's last slash: what a relative path is resolved against (the
+    last segment, query and fragment of the base play no part in it)."""
+    parts = urlsplit(url)
+    path = parts.path or "/"
+    return f"{parts.scheme}://{parts.netloc}{path[: path.rfind('/') + 1]}"
+
+
+_NEEDS_BASE = ""  # a link relative to the base's own last segment: see _add
+
+
+# Sites repeat the same links on every page of a directory (navigation, index, glossary):
+# each distinct (directory, link) is cleaned, joined and normalised once, not per occurrence
+# (that was most of the crawler's CPU per page on documentation sites).
+@lru_cache(maxsize=1 << 15)
+def _resolve(directory: str, href: str) -> str | None:
+    href = href.strip()
+    if not href or href.startswith(("javascript:", "mailto:", "data:", "tel:", "#")):
+        return None
+    if href[0] == "/" and not href.startswith("//") and "/." not in href and "\\" not in href:
+        # An absolute path, the common case: joining is prefixing the origin.
+        return _origin(directory) + href
+    if href[0] in "?;":
+        return _NEEDS_BASE
+    return normalize_url(urljoin(directory, href))
+
+
 def _add(target: list[str], seen: set[str], base: str, href: str | None) -> None:
     if not href:
         return
-    href = href.strip()
-    if not href or href.startswith(("javascript:", "mailto:", "data:", "tel:", "#")):
-        return
-    if href[0] == "/" and not href.startswith("//") and "/." not in href and "\\" not in href:
-        # An absolute path, the common case: joining is prefixing the origin (urljoin and a
-        # re-split cost more than the HTML parse).
-        url = _origin(base) + href.split("#", 1)[0]
-    else:
-        url = normalize_url(urljoin(base, href))
+    # The fragment is dropped by normalisation anyway: without it, the links to the sections
+    # of one page share a key (an index page has thousands).
+    url = _resolve(_directory(base), href.partition("#")[0])
+    if url == _NEEDS_BASE:
+        # Resolved against the base's last segment (and query), not its directory.
+        url = normalize_url(urljoin(base, href.strip()))
     if url and url not in seen:
         seen.add(url)
         target.append(url)

@@ -31,7 +31,10 @@ logger = logging.getLogger(__name__)
 
 # Headers whose meaning the stored body no longer has (the client undoes the chunking).
 _RENAMED = {"transfer-encoding"}
-GZIP_LEVEL = 6
+# Any level is the same gzip to a WARC reader. On Python's HTML docs level 3 compresses in
+# half level 6's CPU (0.9 against 1.9 s for 64 MB) for 12 % more bytes; level 1 saves only
+# 0.2 s more for 20 % more bytes.
+GZIP_LEVEL = 3
 _NAME = re.compile(r"^rec-\d{17}-(.+)-[0-9a-f]{8}\.warc\.gz$")
 # URLs whose key needs no parsing: lower-case host (no www prefix to strip) and path, no
 # query, no dot segments, no escapes. Anything else goes through _parsed_key.

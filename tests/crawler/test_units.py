@@ -142,6 +142,43 @@ def test_absolute_paths_resolve_as_urljoin_does(href):
     assert out.links == [normalize_url(urljoin(base, href))]
 
 
+_BASES = ["https://h.test:8443/dir/page.html", "http://h.test", "http://h.test/a/?q=1/2",
+          "http://h.test/a;p/b;q?x#f", "http://h.test/a/b/"]
+_HREFS = ["x.html", "../x.html", "./", "..", "//o.test/p", "http:g", "g?y", "?y", ";x", "g;x",
+          "g#s", "  ../../../z  ", "a/./b/../c", "http://o.test/p#q", "g%20h", "..//x",
+          "?q#x", "/a#/.x", " #x", "x#", "mailto:x#y"]
+
+
+@pytest.mark.parametrize("base", _BASES)
+def test_relative_links_resolve_as_urljoin_does_whichever_page_resolved_them_first(base):
+    from urllib.parse import urljoin
+
+    page = "".join(f'<a href="{h}">x</a>' for h in _HREFS).encode()
+    # The second page of the same directory takes every link but "?y" and ";x" from the cache.
+    for _ in range(2):
+        expected = [u for u in (normalize_url(urljoin(base, h.strip())) for h in _HREFS
+                                if not h.strip().startswith(("#", "mailto:"))) if u]
+        assert extract_html(page, base).links == list(dict.fromkeys(expected))
+        base = base.replace("page.html", "other.html")
+
+
+def test_links_known_to_be_seen_are_not_judged_again_and_a_limit_keeps_them_unknown():
+    import asyncio
+
+    from archiver_crawler.frontier import Frontier
+    from archiver_crawler.state import QueueEntry
+
+    frontier = Frontier(config("--url", "http://h.test/"), state=None, fetcher=None)
+    seed, page = frontier.seeds[0], QueueEntry(url="http://h.test/", seed_id=0, depth=0)
+    urls = [f"http://h.test/{i}" for i in range(3)]
+    entries = asyncio.run(frontier.in_scope(page, seed, urls))
+    assert [e.url for e in entries] == urls
+    frontier.committed(entries, queued=2, limit=10)  # the limit turned one away: not in `:s`
+    assert not frontier.known
+    frontier.committed(entries[:2], queued=0, limit=0)  # seen already, or queued now
+    assert [e.url for e in asyncio.run(frontier.in_scope(page, seed, urls))] == urls[2:]
+
+
 # The keys ReplayWeb.page computes for these URLs: warcio.js getSurt (warcio.js
 # src/lib/utils.ts, bundled in ReplayWeb.page 2.5.3's sw.js with wabac.js 2.27.2), run on
 # each URL to get the right-hand side. Its rule: drop a lower-case "www", "www2"... prefix,
