@@ -38,7 +38,15 @@ from crawls.api.schemas import (
 from crawls.config import CrawlConfig
 from crawls.lease import db_now
 from crawls.management.commands.status import GROUPS
-from crawls.models import Crawl, CrawlFile, IdempotencyKey, Org, SnapshotStatus, review_state, review_states
+from crawls.models import (
+    Crawl,
+    CrawlFile,
+    IdempotencyKey,
+    Org,
+    SnapshotStatus,
+    review_state,
+    review_states,
+)
 
 logger = logging.getLogger(__name__)
 router = Router(tags=["crawls"])

@@ -77,6 +77,13 @@ from crawls.models.dedup import (  # noqa: E402
 
 __all__ += ["FileDependency", "PayloadDigest", "Required", "check_deletable", "dependent_crawls"]
 
-from crawls.models.qa import PageReview, QualityReview, ReviewStatus, review_state, review_states, review_summary  # noqa: E402  (issue 25)
+from crawls.models.qa import (  # noqa: E402  (issue 25)
+    PageReview,
+    QualityReview,
+    ReviewStatus,
+    review_state,
+    review_states,
+    review_summary,
+)
 
 __all__ += ["PageReview", "QualityReview", "ReviewStatus", "review_state", "review_states", "review_summary"]

@@ -86,7 +86,7 @@ def review_states(crawl_ids) -> dict[str, dict]:
         pages=Count("id"), mean=Avg("score"), worst=Min("score"),
         below=Count("id", filter=Q(score__lt=0.8)), failed=Count("id", filter=~Q(error="")),
         reviewed_at=Max("reviewed_at")).order_by()}
-    return {crawl_id: _state(rows.get(crawl_id), summaries[crawl_id] if crawl_id in summaries else None)
+    return {crawl_id: _state(rows.get(crawl_id), summaries.get(crawl_id))
             for crawl_id in ids if crawl_id in rows or crawl_id in summaries}
 
 
