@@ -343,3 +343,15 @@ def test_the_download_answers_ranges_from_a_stable_layout(admin_settings, client
     tail, body = download(client, collection, Range="bytes=-10")
     assert body == whole[-10:]
     assert download(client, collection, Range=f"bytes={len(whole)}-")[0].status_code == 416
+
+
+def test_the_admin_replays_a_collection_and_a_crawl_in_one_frame_template(admin_settings, client, admin_user, two):
+    collection, first, second, other = two
+    client.force_login(admin_user)
+    page = client.get(f"/admin/crawls/collection/{collection.pk}/replay/?url=http://one.test/").content.decode()
+    assert 'title="Replay of collection Spring sites"' in page
+    assert f'href="/admin/crawls/collection/{collection.pk}/change/">Spring sites</a>' in page
+    assert f'src="{REPLAY}/c/' in page and "?url=http%3A%2F%2Fone.test%2F" in page
+    crawl_page = client.get(f"/admin/crawls/crawl/{first.pk}/replay/").content.decode()
+    assert f'title="Replay of crawl {first.short_id}"' in crawl_page
+    assert f"/admin/crawls/collection/{collection.pk}/change/" not in crawl_page
