@@ -16,5 +16,6 @@ urlpatterns = [
     path("c/<str:token>/replay.json", collections.either(replay_views.package, collections.replay_json)),
     path("c/<str:token>/files/<int:file_pk>/<str:name>",
          collections.either(replay_views.archive, collections.archive)),
+    path("c/<str:token>/pages", collections.pages),
     path("c/<str:token>/web/<str:stamp>/<path:url>", collections.web),
 ]

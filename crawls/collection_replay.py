@@ -13,6 +13,7 @@ import functools
 import time
 from urllib.parse import urlencode
 
+from django.db.models import Case, Q, When
 from django.http import (
     Http404,
     HttpResponseBadRequest,
@@ -31,6 +32,7 @@ from crawls.models import Collection
 from crawls.models.collections import LINK_PREFIX
 
 INITIAL_PAGES = 100  # pages replay.json lists up front (ReplayWeb.page's page list)
+PAGE_SIZE, MAX_PAGE_SIZE = 25, 1000  # pages query: its default page size (ReplayWeb.page's), and cap
 
 
 def for_collection(token: str) -> bool:
@@ -77,24 +79,66 @@ def page(request, token: str, collection: Collection):
     return TemplateResponse(request, "replay/page.html", context)
 
 
+def member_name(crawl_id: str, name: str) -> str:
+    """A member archive's name in replay.json: ReplayWeb.page keys a package's WACZs by name,
+    and two crawls may name theirs alike."""
+    return f"{crawl_id}-{name if name.endswith('.wacz') else name + '.wacz'}"
+
+
 def page_entry(snapshot) -> dict:
+    # `filename` names the member archive as replay.json does: ReplayWeb.page loads a page
+    # from the resource of that name (with pagesQueryUrl it reads no page list of its own).
     return {"id": str(snapshot.pk), "url": snapshot.url, "title": snapshot.title or snapshot.url,
             "ts": snapshot.captured_at.isoformat(), "status": snapshot.http_status,
-            "crawl_id": snapshot.crawl_id, "filename": snapshot.filename}
+            "mime": snapshot.mime, "depth": snapshot.depth, "isSeed": snapshot.seed,
+            "crawl_id": snapshot.crawl_id, "filename": member_name(snapshot.crawl_id, snapshot.filename)}
+
+
+def collection_pages(collection: Collection):
+    return wayback.Snapshot.objects.filter(crawl__collections=collection, captured_at__isnull=False,
+                                           status=wayback.SnapshotStatus.DONE).exclude(filename="")
 
 
 @collection_granted
 def replay_json(request, token: str, collection: Collection):
     """Every member archive for ReplayWeb.page to load as one (its multi-WACZ json source)."""
     # ReplayWeb.page keys a package's WACZs by name, and two crawls may name theirs alike.
-    resources = [{"name": f"{f.crawl_id}-{file_name(f)}", "path": replay_views.file_url(token, f), "hash": f"sha256:{f.sha256}",
-                  "size": f.size, "crawlId": f.crawl_id} for f in collection.files()]
-    pages = wayback.Snapshot.objects.filter(crawl__collections=collection, captured_at__isnull=False,
-                                            status=wayback.SnapshotStatus.DONE)
+    resources = [{"name": member_name(f.crawl_id, file_name(f)), "path": replay_views.file_url(token, f),
+                  "hash": f"sha256:{f.sha256}", "size": f.size, "crawlId": f.crawl_id} for f in collection.files()]
+    pages = collection_pages(collection)
     initial = [page_entry(s) for s in pages.order_by("crawl_id", "pk")[:INITIAL_PAGES]]
     # Without the profile ReplayWeb.page reads the json as one WACZ's datapackage: only the
-    # first resource would replay.
-    return JsonResponse({"profile": "multi-wacz-package", "resources": resources, "initialPages": initial},
+    # first resource would replay. With pagesQueryUrl it asks the server which archive holds
+    # a page instead of reading every member's page list first.
+    return JsonResponse({"profile": "multi-wacz-package", "resources": resources, "initialPages": initial,
+                         "totalPages": pages.count(), "pagesQueryUrl": f"{replay_views.base(token)}pages"},
+                        headers={"Cache-Control": "no-store"})
+
+
+@collection_granted
+def pages(request, token: str, collection: Collection):
+    """replay.json's pagesQueryUrl, answered as Browsertrix's collection pages query is:
+    `?url=` the pages of exactly that address, `?search=` those whose address or title holds
+    the text (addresses starting with it first), `page` (from 1) and `pageSize`; the answer is
+    `{items, total, page, pageSize}` with the items as in initialPages. Only this collection's."""
+    try:
+        number = int(request.GET.get("page", "1"))
+        size = int(request.GET.get("pageSize", str(PAGE_SIZE)))
+    except ValueError:
+        return HttpResponseBadRequest("page and pageSize are numbers\n", content_type="text/plain; charset=utf-8")
+    if number < 1 or not 1 <= size <= MAX_PAGE_SIZE:
+        return HttpResponseBadRequest(f"page is 1 or more, pageSize 1 to {MAX_PAGE_SIZE}\n",
+                                      content_type="text/plain; charset=utf-8")
+    rows = collection_pages(collection)
+    if url := request.GET.get("url"):
+        rows = rows.filter(url=url)
+    order = ["url", "captured_at", "pk"]
+    if text := request.GET.get("search"):
+        rows = rows.filter(Q(url__icontains=text) | Q(title__icontains=text)).annotate(
+            starts=Case(When(url__startswith=text, then=0), default=1))
+        order.insert(0, "starts")
+    items = [page_entry(s) for s in rows.order_by(*order)[(number - 1) * size:number * size]]
+    return JsonResponse({"items": items, "total": rows.count(), "page": number, "pageSize": size},
                         headers={"Cache-Control": "no-store"})
 
 

@@ -29,6 +29,7 @@ from archiver.errors import ArchiverError
 MARK_START, MARK_END = "\ue000", "\ue001"  # highlight marks in a snippet (private use)
 MAX_QUERY = 500  # characters
 MAX_LIMIT = 200
+RANKED = 1000  # PostgreSQL ranks at most this many matches of a query (_postgres_sql)
 _WORD = re.compile(r"[^\W_]+")
 _BARE = re.compile(r'[^\s"()]+')
 
@@ -235,7 +236,9 @@ def search(query: str, *, org: int | None = None, crawl: str | None = None,
             where.append(clause)
             params.append(value)
     if connection.vendor == "postgresql":
-        sql, args = _postgres_sql(" AND ".join(where)), [to_tsquery(tree), *params, limit, offset]
+        found = max(RANKED, offset + limit)
+        sql = _postgres_sql(" AND ".join(where))
+        args = [to_tsquery(tree), *params, found, limit, offset]
     else:
         match = to_fts5(tree)
         sql = _sqlite_sql(" AND ".join(where), pages=len(where) > 1, crawls=org is not None)
@@ -279,13 +282,24 @@ def _sqlite_sql(where: str, pages: bool, crawls: bool) -> str:
 
 
 def _postgres_sql(where: str) -> str:
-    # ts_headline parses a page's text again: only for the page of results, in the outer query.
+    # A common word matches most pages, and ts_rank_cd reads each match's tsvector (out of
+    # line, in TOAST): over 100,000 pages that alone took a one-word query's p99 past 200 ms
+    # (bench/search.py). So only the first RANKED matches the GIN index's bitmap finds (in the
+    # table's order: no sort, the scan stops there) are ranked; a query matching fewer is
+    # ranked in full, as before. Matches past them (`n`) follow unranked, in the same scan
+    # order, so paging on still lists every match once. ts_headline parses a page's text
+    # again: only for the page of results, in the outer query.
     return (f"WITH q AS (SELECT to_tsquery('simple', %s) AS q), "
-            f"hits AS (SELECT p.id, ts_rank_cd(p.search, q.q) AS rank "
+            f"found AS (SELECT p.id, p.search, row_number() OVER () AS n "
             f"FROM crawls_pagetext p CROSS JOIN q JOIN crawls_crawl c ON c.id = p.crawl_id "
-            f"WHERE p.search @@ q.q AND {where} ORDER BY rank DESC, p.id LIMIT %s OFFSET %s) "
+            f"WHERE p.search @@ q.q AND {where} LIMIT %s), "
+            f"hits AS (SELECT found.id, CASE WHEN n <= {RANKED} THEN ts_rank_cd(found.search, q.q) "
+            f"ELSE 0 END AS rank, n FROM found CROSS JOIN q "
+            f"ORDER BY n > {RANKED}, rank DESC, CASE WHEN n > {RANKED} THEN n ELSE 0 END, found.id "
+            f"LIMIT %s OFFSET %s) "
             f"SELECT {_COLUMNS}, ts_headline('simple', left(p.text, 100000), q.q, "
             f"'StartSel={MARK_START}, StopSel={MARK_END}, MaxWords=30, MinWords=10, "
             f"MaxFragments=2, FragmentDelimiter=\" … \"'), hits.rank "
             f"FROM hits JOIN crawls_pagetext p ON p.id = hits.id {_JOINS} CROSS JOIN q "
-            f"ORDER BY hits.rank DESC, p.id")
+            f"ORDER BY hits.n > {RANKED}, hits.rank DESC, "
+            f"CASE WHEN hits.n > {RANKED} THEN hits.n ELSE 0 END, p.id")

@@ -172,6 +172,49 @@ def test_replay_json_lists_every_member_archive_and_its_pages(replay_client, two
     assert f'source="{REPLAY}/c/{token}/replay.json"' in page
 
 
+def test_replay_json_names_its_pages_query_and_each_page_names_its_member_archive(replay_client, two):
+    collection, first, second, other = two
+    token = capability.mint_collection(collection.pk, time.time())
+    body = replay_client.get(f"/c/{token}/replay.json").json()
+    assert body["pagesQueryUrl"] == f"{REPLAY}/c/{token}/pages" and body["totalPages"] == 4
+    names = {r["crawlId"]: r["name"] for r in body["resources"]}
+    assert {(p["crawl_id"], p["filename"]) for p in body["initialPages"]} == set(names.items())
+
+
+def test_the_pages_query_finds_a_collections_pages_by_address_or_title_and_pages_them(replay_client, two):
+    collection, first, second, other = two
+    token = capability.mint_collection(collection.pk, time.time())
+    Snapshot.objects.filter(crawl=second, url="http://two.test/").update(title="Spring fair")
+
+    def query(**params):
+        answer = replay_client.get(f"/c/{token}/pages", params)
+        assert answer.status_code == 200, answer.content
+        return answer.json()
+
+    exact = query(url="http://both.test/")
+    assert exact["total"] == 2 and {p["crawl_id"] for p in exact["items"]} == {first.id, second.id}
+    assert {p["filename"] for p in exact["items"]} == {f"{first.id}-data.wacz", f"{second.id}-data.wacz"}
+    assert exact["items"][0]["ts"] < exact["items"][1]["ts"]
+    assert [p["url"] for p in query(search="fair")["items"]] == ["http://two.test/"]
+    assert [p["url"] for p in query(search="http://two")["items"]] == ["http://two.test/"]
+    everything = query(pageSize=3)
+    assert (everything["total"], len(everything["items"]), everything["page"], everything["pageSize"]) == (4, 3, 1, 3)
+    assert [p["url"] for p in query(page=2, pageSize=3)["items"]] == ["http://two.test/"]
+    assert query(search="b.test")["items"] == []  # org b's page is not in the collection
+    assert replay_client.get(f"/c/{token}/pages", {"pageSize": "x"}).status_code == 400
+    assert replay_client.get(f"/c/{token}/pages", {"page": "0"}).status_code == 400
+
+
+def test_the_pages_query_answers_a_public_link_and_no_crawl_capability(replay_client, two):
+    collection, first, second, other = two
+    secret = actions.open_collection_link(collection)
+    assert replay_client.get(f"/c/{secret}/pages", {"url": "http://one.test/"}).json()["total"] == 1
+    assert replay_client.get(f"/c/{capability.mint(first.id, time.time())}/pages").status_code == 403
+    assert replay_client.post(f"/c/{secret}/pages").status_code == 405
+    actions.close_collection_link(collection)
+    assert replay_client.get(f"/c/{secret}/pages").status_code == 404
+
+
 def test_member_archives_are_served_with_range_and_no_other_file(replay_client, two, conf_data_dir):
     collection, first, second, other = two
     token = capability.mint_collection(collection.pk, time.time())
@@ -300,3 +343,15 @@ def test_the_download_answers_ranges_from_a_stable_layout(admin_settings, client
     tail, body = download(client, collection, Range="bytes=-10")
     assert body == whole[-10:]
     assert download(client, collection, Range=f"bytes={len(whole)}-")[0].status_code == 416
+
+
+def test_the_admin_replays_a_collection_and_a_crawl_in_one_frame_template(admin_settings, client, admin_user, two):
+    collection, first, second, other = two
+    client.force_login(admin_user)
+    page = client.get(f"/admin/crawls/collection/{collection.pk}/replay/?url=http://one.test/").content.decode()
+    assert 'title="Replay of collection Spring sites"' in page
+    assert f'href="/admin/crawls/collection/{collection.pk}/change/">Spring sites</a>' in page
+    assert f'src="{REPLAY}/c/' in page and "?url=http%3A%2F%2Fone.test%2F" in page
+    crawl_page = client.get(f"/admin/crawls/crawl/{first.pk}/replay/").content.decode()
+    assert f'title="Replay of crawl {first.short_id}"' in crawl_page
+    assert f"/admin/crawls/collection/{collection.pk}/change/" not in crawl_page

@@ -122,7 +122,7 @@ class CollectionAdmin(PlainTitles, admin.ModelAdmin):
         context = {**self.admin_site.each_context(request), "opts": Collection._meta, "collection": collection,
                    "title": f"Replay of collection {collection.name}",
                    "frame": f"{conf.get().replay_url}/c/{token}/" + (f"?{query}" if query else "")}
-        return TemplateResponse(request, "admin/crawls/collection/replay.html", context)
+        return TemplateResponse(request, "admin/crawls/crawl/replay.html", context)
 
     def download(self, request, pk: int):
         if not self.has_view_permission(request):

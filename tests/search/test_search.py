@@ -145,6 +145,18 @@ def test_results_are_paged(indexed):
     assert len(first) == 5 and len(second) == 2 and not set(urls(first)) & set(urls(second))
 
 
+def test_past_the_ranked_matches_every_match_is_still_listed_once(indexed, monkeypatch):
+    # PostgreSQL ranks only the first RANKED matches (crawls/search.py); here 3 of 8.
+    monkeypatch.setattr(search, "RANKED", 3)
+    indexed([real_crawler_page(f"https://a.test/{i}", f"Page {i}", "common words " * (i + 1))
+             for i in range(8)])
+    pages = [search.search("common", limit=3, offset=start) for start in (0, 3, 6)]
+    listed = [url for hits in pages for url in urls(hits)]
+    assert sorted(listed) == sorted(f"https://a.test/{i}" for i in range(8))
+    ranks = [hit.rank for hit in pages[0]]
+    assert ranks == sorted(ranks, reverse=True) and ranks[-1] > 0
+
+
 def test_an_org_token_never_sees_another_orgs_pages(indexed, client, django_user_model,
                                                       admin_settings):
     alpha = indexed(PAGES, org="alpha")
