@@ -339,6 +339,11 @@ class RedisWatch:
         known = self.endpoint
         run_id = _run_id(self.endpoint)
         if run_id is None and self.embedded is not None:
+            if self._failed_starts == 0:
+                # Said here, not only in _seen: a restart that succeeds at once would
+                # otherwise leave the operator no line saying Redis was ever down.
+                log.warning("the embedded Redis at %s:%s does not answer; starting it again",
+                            self.endpoint.host, self.endpoint.port)
             run_id = self._restart(now)
         return self._seen(run_id, moved=self.endpoint != known)
 

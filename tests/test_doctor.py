@@ -103,7 +103,9 @@ def test_a_hung_engine_is_one_failed_line_within_the_docker_timeout(healthy, tmp
     (line,) = failed_lines(lines)
     assert line.startswith(f"✗ docker engine: unix://{engine.path} does not answer within 1 s (")
     assert "— fix: start the engine" in line
-    assert took < 15  # Django's start-up plus one bounded request
+    # Django's start-up plus one bounded request; the bound is loose because start-up takes
+    # 15 s and more on a busy 2-core host, and an unbounded request would never return at all.
+    assert took < 45
 
 
 @pytest.mark.parametrize(("image", "fix"), [

@@ -35,6 +35,7 @@ __all__ = ["OWN_IMAGE", "PROFILE_DIR", "DockerLauncher", "folder_user", "image_f
            "install_id", "profile_mount"]
 
 LIVE_STATES = ("running", "restarting", "paused")
+VERSION_WAIT = 30.0  # seconds `archiver doctor` waits for `crawl --version` to exit
 
 
 class DockerLauncher(EngineLauncher):
@@ -176,7 +177,9 @@ class DockerLauncher(EngineLauncher):
             host_config=api.create_host_config(network_mode="none", cap_drop=["ALL"]))["Id"])
         try:
             self._call("start a container", lambda api: api.start(container))
-            self._call("wait for a container", lambda api: api.wait(container, timeout=self.timeout))
+            # Not the API timeout: this waits for a program to start in a container (a
+            # Python interpreter or Node), seconds on a busy host; "unknown" would mislead.
+            self._call("wait for a container", lambda api: api.wait(container, timeout=max(self.timeout, VERSION_WAIT)))
             output = self._call("read logs", lambda api: api.logs(container, stderr=False))
         except EngineUnavailable:
             return ""
