@@ -1,12 +1,13 @@
 """Benchmark: archiver-crawler against wget on a generated local site, and its browser mode
 against its HTTP mode on a generated JS-heavy site.
 
-    .venv/bin/python bench/crawl.py [--pages 2000] [--workers 4] [--repeat 3]
+    .venv/bin/python bench/crawl.py [--pages 2000] [--workers 4] [--instances 1] [--repeat 3]
                                     [--latency 0,0.02] [--js-pages 40] [--json]
 
 Serves tests.sitegen's generated site (127.0.0.1 only) once per `--latency` value (seconds
 added to every response, as a remote server's round trip would), and crawls it `--repeat`
-times with `archiver-crawler --workers N` (private redis-server on a free port) and with
+times with `archiver-crawler --workers N` (private redis-server on a free port; with
+`--instances N`, N processes of one crawl sharing its queue, as `add --scale N` runs) and with
 `wget --recursive --level=inf --no-parent --warc-file=...`, alternating which goes first.
 For each scenario it prints the median wall time of each tool (and every run's), median CPU
 seconds, the highest peak RSS, pages, the speed-up (wget median / ours) and whether every
@@ -196,19 +197,44 @@ def summarize(runs: list[dict]) -> dict:
     return summary
 
 
-def crawl_ours(url: str, workdir: Path, redis_port: int, workers: int, crawl_id: str) -> dict:
-    cmd = [str(VENV_BIN / "archiver-crawler"), "--url", url, "--workers", str(workers),
-           "--redisStoreUrl", f"redis://127.0.0.1:{redis_port}/0", "--crawlId", crawl_id,
-           "--collection", "bench", "--cwd", str(workdir), "--generateWACZ",
-           "--pageLoadTimeout", "30", "--diskUtilization", "0",
-           "--allowNetworks", "127.0.0.1/32"]  # the site is local: open it to the policy
-    env = dict(os.environ, CRAWLER_HOSTNAME="bench-0")
-    result = timed(cmd, env)
-    collection = workdir / "collections" / "bench"
-    pages = collection / "pages" / "pages.jsonl"
-    result["pages"] = max(0, len(pages.read_text().splitlines()) - 1) if pages.exists() else 0
-    wacz = collection / "bench.wacz"
-    result["wacz_valid"] = validate(wacz) if wacz.exists() else False
+def crawl_ours(url: str, workdir: Path, redis_port: int, workers: int, crawl_id: str,
+               instances: int = 1) -> dict:
+    """`instances` crawler processes of one crawl (as the runner's --scale launches them),
+    sharing its Redis queue, each with its own folder: wall time until the last exits, CPU
+    and pages summed over all, and every instance's WACZ validated."""
+    procs, start = [], time.perf_counter()
+    for k in range(instances):
+        folder = workdir / f"instance-{k}"
+        cmd = [str(VENV_BIN / "archiver-crawler"), "--url", url, "--workers", str(workers),
+               "--redisStoreUrl", f"redis://127.0.0.1:{redis_port}/0", "--crawlId", crawl_id,
+               "--collection", "bench", "--cwd", str(folder), "--generateWACZ",
+               "--pageLoadTimeout", "30", "--diskUtilization", "0",
+               "--allowNetworks", "127.0.0.1/32"]  # the site is local: open it to the policy
+        procs.append(subprocess.Popen(cmd, env=dict(os.environ, CRAWLER_HOSTNAME=f"bench-{k}"),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    cpu = peak = 0.0
+    codes = []
+    try:
+        for proc in procs:
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            codes.append(proc.returncode)
+            cpu += usage.ru_utime + usage.ru_stime
+            peak = max(peak, usage.ru_maxrss / 1024)
+    except BaseException:  # Ctrl-C included: leave no crawler behind
+        for proc in procs:
+            if proc.returncode is None:
+                proc.kill()
+                proc.wait()
+        raise
+    result = {"seconds": round(time.perf_counter() - start, 3), "exit_code": max(codes, key=abs),
+              "cpu_seconds": round(cpu, 3), "peak_rss_mb": round(peak, 1), "pages": 0, "wacz_valid": True}
+    for k in range(instances):
+        collection = workdir / f"instance-{k}" / "collections" / "bench"
+        pages = collection / "pages" / "pages.jsonl"
+        result["pages"] += max(0, len(pages.read_text().splitlines()) - 1) if pages.exists() else 0
+        wacz = collection / "bench.wacz"
+        result["wacz_valid"] = result["wacz_valid"] and (validate(wacz) if wacz.exists() else False)
     return result
 
 
@@ -264,7 +290,7 @@ def run_scenario(latency: float, args, redis_port: int, tmp_path: Path) -> dict:
                 workdir = tmp_path / f"{name}-{latency}-{i}"
                 if name == "ours":
                     runs[name].append(crawl_ours(site.url, workdir, redis_port, args.workers,
-                                                 f"bench-{latency}-{i}"))
+                                                 f"bench-{latency}-{i}", args.instances))
                 else:
                     runs[name].append(crawl_wget(site.url, workdir))
                 shutil.rmtree(workdir, ignore_errors=True)
@@ -294,6 +320,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--instances", type=int, default=1,
+                        help="crawler processes of one crawl sharing its queue (the runner's --scale)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of each tool per scenario, alternating which goes first")
     parser.add_argument("--latency", default="0,0.02",
