@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from latency import leave_nothing_behind, setup_django  # noqa: E402
+from latency import leave_nothing_behind, setup_django, stop_daemon  # noqa: E402
 
 FAKE = ROOT / "tests" / "conformance" / "fake_crawler.py"
 
@@ -127,11 +127,7 @@ def run(crawls: int, concurrent: int, every: int, baseline: int, traced: bool, v
                 time.sleep(0.5)
         states = _states(Crawl)
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
+        stop_daemon(daemon, 120)
         top = diff_census(snaps, baseline // every) if traced else []
         leave_nothing_behind(data_dir)
     base = next((s for s in samples if s["finished"] >= baseline), samples[0])

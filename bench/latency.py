@@ -92,14 +92,20 @@ def measure_start(launcher: str, crawls: int) -> dict:
             while Crawl.objects.active().exists() and time.monotonic() < deadline:
                 time.sleep(0.2)
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
+        stop_daemon(daemon, 60)
         leave_nothing_behind(data_dir)
     return {"launcher": launcher, "crawls": crawls, "p50_s": round(percentile(latencies, 50), 3),
             "p99_s": round(percentile(latencies, 99), 3), "max_s": round(max(latencies), 3)}
+
+
+def stop_daemon(daemon: subprocess.Popen, grace: float) -> None:
+    """SIGTERM, `grace` seconds to finish the tick and hand its leases back, then SIGKILL."""
+    daemon.send_signal(signal.SIGTERM)
+    try:
+        daemon.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        daemon.wait()
 
 
 def leave_nothing_behind(data_dir: Path) -> None:

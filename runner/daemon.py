@@ -90,8 +90,7 @@ class Runner:
         self._reconnect_pending = False
         self._wake: socket.socket | None = None
         self._lock_file = lock_file  # from acquire_runner_lock(), if taken already
-        self._webhooks = None
-        self._reviews = None
+        self._workers: list = []  # (thread owner, seconds to stop): webhooks, reviews
 
     # What tests, the live view and the service read.
     settings = property(lambda self: self.rt.settings)
@@ -243,8 +242,8 @@ class Runner:
 
     def has_due_work(self, now: dt.datetime) -> bool:
         soon = now + dt.timedelta(seconds=claim.ORG_RETRY + 1)
-        return qa_queue.has_due(now) or Crawl.objects.filter(status__in=S.ACTIVE, retry_at__lte=soon).exclude(
-            status=S.PAUSED, retry_at__gt=now).exists()
+        crawls = Crawl.objects.filter(status__in=S.ACTIVE, retry_at__lte=soon).exclude(status=S.PAUSED, retry_at__gt=now)
+        return qa_queue.has_due(now) or crawls.exists()
 
     def sleep_time(self, now: dt.datetime) -> float:
         timeout = min(ACTIVE_TICK, self.settings.poll_interval) if self.held else self.settings.poll_interval
@@ -330,22 +329,22 @@ class Runner:
         except ImportError:
             return
         if mode == "daemon":
-            self._webhooks = webhooks.WebhookDispatcher(self.id, threads=WEBHOOK_THREADS).start()
-            self.steps.append(("webhooks", lambda now: self._webhooks.wake() and False))
+            dispatcher = webhooks.WebhookDispatcher(self.id, threads=WEBHOOK_THREADS).start()
+            self._workers.append((dispatcher, 10))
+            self.steps.append(("webhooks", lambda now: dispatcher.wake() and False))
         else:
             self.steps.append(("webhooks", lambda now: webhooks.deliver_due_webhooks(
                 webhooks.lease_owner(self.id, 0), now)))
 
     def start_reviews(self, mode: str) -> None:  # in a thread, never the tick (qa_queue.attach)
-        self._reviews = qa_queue.attach(self.settings, self.id, mode, self.steps, self.stop_event, self.clock)
+        if reviews := qa_queue.attach(self.settings, self.id, mode, self.steps, self.stop_event, self.clock):
+            self._workers.append((reviews, 30))  # a review in flight stops between pages, due again at once
 
     def shutdown(self) -> None:
         """Give our leases back (due now, so a restarted runner adopts at once); crawlers keep running."""
-        if self._reviews:  # a review in flight stops between pages and is due again at once
-            self._reviews = self._reviews.stop(timeout=30)
-        if self._webhooks:
-            self._webhooks.stop(timeout=10)
-            self._webhooks = None
+        while self._workers:  # the last started first: reviews, then webhooks
+            worker, grace = self._workers.pop()
+            worker.stop(timeout=grace)
         self.launcher.close()
         self.store.close()
         now = self.clock()

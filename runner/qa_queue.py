@@ -161,7 +161,6 @@ class QaWorker:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
-        return None
 
     def _run(self) -> None:
         try:

@@ -14,11 +14,11 @@ from crawls.models.statuses import EVENT_FOR_FINAL, CrawlStatus, Intent, StopRea
 
 S = CrawlStatus
 
-# What the runner may write through Crawl.record_progress (counters and what it shows).
 # Seconds after its end a crawl's review is due at the latest (its files are normally kept
 # well before: then it is due at once).
 REVIEW_GRACE = 60
 
+# What the runner may write through Crawl.record_progress (counters and what it shows).
 PROGRESS_FIELDS = frozenset({"pages_found", "pages_done", "pages_failed", "size_bytes",
                              "progress_at", "waiting_reason"})
 

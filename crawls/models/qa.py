@@ -33,12 +33,15 @@ class PageReview(models.Model):
         return self.url
 
 
+def _summary_columns() -> dict:
+    return {"pages": Count("id"), "mean": Avg("score"), "worst": Min("score"),
+            "below": Count("id", filter=Q(score__lt=0.8)), "failed": Count("id", filter=~Q(error="")),
+            "reviewed_at": Max("reviewed_at")}
+
+
 def review_summary(crawl) -> dict:
     """The crawl's review in numbers: pages, mean and worst score, pages below 0.8."""
-    return PageReview.objects.filter(crawl=crawl).aggregate(
-        pages=Count("id"), mean=Avg("score"), worst=Min("score"),
-        below=Count("id", filter=Q(score__lt=0.8)), failed=Count("id", filter=~Q(error="")),
-        reviewed_at=Max("reviewed_at"))
+    return PageReview.objects.filter(crawl=crawl).aggregate(**_summary_columns())
 
 
 class ReviewStatus(models.TextChoices):
@@ -82,16 +85,14 @@ def review_states(crawl_ids) -> dict[str, dict]:
     shows one per crawl and must not query twice per row (its p99, issue 27)."""
     ids = list(crawl_ids)
     rows = {row.crawl_id: row for row in QualityReview.objects.filter(crawl_id__in=ids)}
-    summaries = {s.pop("crawl"): s for s in PageReview.objects.filter(crawl_id__in=ids).values("crawl").annotate(
-        pages=Count("id"), mean=Avg("score"), worst=Min("score"),
-        below=Count("id", filter=Q(score__lt=0.8)), failed=Count("id", filter=~Q(error="")),
-        reviewed_at=Max("reviewed_at")).order_by()}
+    per_crawl = PageReview.objects.filter(crawl_id__in=ids).values("crawl").annotate(**_summary_columns())
+    summaries = {s.pop("crawl"): s for s in per_crawl.order_by()}
     return {crawl_id: _state(rows.get(crawl_id), summaries.get(crawl_id))
             for crawl_id in ids if crawl_id in rows or crawl_id in summaries}
 
 
 def _state(row: QualityReview | None, summary: dict | None) -> dict:
-    summary = summary or {"pages": 0, "mean": None, "worst": None, "below": 0, "failed": 0, "reviewed_at": None}
+    summary = summary or dict.fromkeys(_summary_columns(), None) | {"pages": 0, "below": 0, "failed": 0}
     return {
         "status": row.status if row else ReviewStatus.DONE,
         "error": (row.error or None) if row else None,
