@@ -10,10 +10,11 @@ import logging
 import math
 
 from django.http import Http404
-from ninja import NinjaAPI, Schema
+from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from archiver.errors import ActionRefused, ArchiverError, NotAllowed
+from crawls.api.schemas import Out
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ CODE_FOR_STATUS = {
 STATUS_FOR_REFUSAL = {ActionRefused.STATE: 409, ActionRefused.INVALID: 422, ActionRefused.UNAVAILABLE: 503}
 
 
-class Error(Schema):
+class Error(Out):
     code: str
     message: str
 

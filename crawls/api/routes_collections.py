@@ -11,7 +11,7 @@ from archiver.errors import NotAllowed
 from crawls import actions
 from crawls.api.auth import need, scope_org_id, visible_crawls, visible_orgs
 from crawls.api.errors import ERRORS, not_found
-from crawls.api.schemas import Message, RowId
+from crawls.api.schemas import Message, Out, RowId
 from crawls.collection_files import serve_package
 from crawls.models import Collection
 from crawls.models.collections import MAX_NAME
@@ -19,7 +19,7 @@ from crawls.models.collections import MAX_NAME
 router = Router(tags=["collections"])
 
 
-class CollectionOut(Schema):
+class CollectionOut(Out):
     id: int
     name: str
     slug: str
@@ -40,7 +40,7 @@ class CrawlsIn(Schema):
     crawls: list[str] = Field(min_length=1, max_length=1000, description="crawl ids (any unique prefix)")
 
 
-class CollectionChanged(Schema):
+class CollectionChanged(Out):
     message: str
     collection: CollectionOut
 

@@ -15,7 +15,7 @@ from typing import Annotated
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Prefetch, Q
-from ninja import Query, Router
+from ninja import Query, Router, Status
 from pydantic import Field
 
 from archiver.errors import NotAllowed
@@ -89,17 +89,17 @@ def crawl_out(crawl: Crawl, now: dt.datetime | None = None, reviews: dict | None
     }
 
 
-def shown(crawl: Crawl, now: dt.datetime | None = None, reviews: dict | None = None) -> dict:
-    """crawl_out, checked against the CrawlOut schema; DamagedRow if the row cannot be shown."""
+def shown(crawl: Crawl, now: dt.datetime | None = None, reviews: dict | None = None) -> CrawlOut:
+    """crawl_out as a CrawlOut; DamagedRow if the row cannot be shown. The model is what the
+    route returns: pydantic takes an instance of the response's own class as it is, so each
+    crawl is validated once, not again when the response is rendered."""
     try:
-        out = crawl_out(crawl, now, reviews)
-        CrawlOut.model_validate(out)
+        return CrawlOut.model_validate(crawl_out(crawl, now, reviews))
     except (AttributeError, TypeError, KeyError, ValueError) as exc:  # pydantic's errors are ValueErrors
         raise DamagedRow("crawl", crawl.pk, exc) from exc
-    return out
 
 
-def shown_rows(crawls, now: dt.datetime) -> tuple[list[dict], list[dict]]:
+def shown_rows(crawls, now: dt.datetime) -> tuple[list[CrawlOut], list[dict]]:
     """(items, errors) of a list: a damaged row fails only itself, named in `errors` and logged."""
     items, errors = [], []
     reviews = review_states(crawl.pk for crawl in crawls)
@@ -295,7 +295,7 @@ def create_crawl(request):
     key = request.headers.get("Idempotency-Key")
     if key is None:
         crawl = actions.add(*crawl_request(request, read_json_object(request)))
-        return 201, crawl_out(crawl)
+        return Status(201, shown(crawl))
     return idempotent_create(request, key)
 
 
@@ -310,7 +310,7 @@ def idempotent_create(request, key: str):
     try:
         with actions.one_nudge(), transaction.atomic():  # the runner is nudged after the commit
             crawl = actions.add(*crawl_request(request, values))
-            response = CrawlOut(**crawl_out(crawl)).model_dump(mode="json")
+            response = shown(crawl).model_dump(mode="json")
             IdempotencyKey.objects.filter(user=user, created_at__lt=db_now() - KEY_LIFETIME).delete()
             IdempotencyKey.objects.create(user=user, token=token, key=key, body_sha256=body_sha256,
                                           crawl=crawl, status_code=201, response=response)
@@ -319,7 +319,7 @@ def idempotent_create(request, key: str):
         if earlier := first_response(user, token, key, body_sha256):
             return earlier
         raise
-    return 201, response
+    return Status(201, response)
 
 
 def first_response(user, token, key: str, body_sha256: str):
@@ -329,7 +329,7 @@ def first_response(user, token, key: str, body_sha256: str):
     if stored.body_sha256 != body_sha256:
         raise ApiError(422, f"Idempotency-Key {key!r} was already used with a different request body",
                        code="idempotency_key_reused")
-    return stored.status_code, stored.response
+    return Status(stored.status_code, stored.response)
 
 
 # --- acting ----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
-from ninja import Router
+from ninja import Router, Status
 from pydantic import Field
 
 from crawls.api.auth import need, scope_org_id, visible_orgs
@@ -85,4 +85,4 @@ def set_org(request, slug: Slug, body: OrgIn):
     changes = OrgInput.parse(slug=slug, **changes).changes()
     org, created = Org.objects.update_or_create(slug=slug, defaults=changes)
     message = f"{'created' if created else 'updated'} org {org.slug}"
-    return (201 if created else 200), {"message": message, "org": summaries(request, slug)[0]}
+    return Status(201 if created else 200, {"message": message, "org": summaries(request, slug)[0]})

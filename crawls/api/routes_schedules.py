@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from django.db import transaction
-from ninja import Router
+from ninja import Router, Status
 
 from archiver.errors import NotAllowed
 from crawls import alerts, schedules, wake
@@ -111,8 +111,8 @@ def create_schedule(request):
             alerts.set_watch(schedule, watch, now)
     wake.nudge()
     schedule = find_schedule(request, schedule.pk)
-    return 201, {"message": f"schedule {schedule.pk}: next run {iso(schedule.retry_at)}",
-                 "schedule": summary(schedule)}
+    return Status(201, {"message": f"schedule {schedule.pk}: next run {iso(schedule.retry_at)}",
+                       "schedule": summary(schedule)})
 
 
 @router.post("/schedules/{int:schedule_id}/enable", response={200: ScheduleChanged, **ERRORS},

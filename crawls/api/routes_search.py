@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ninja import Query, Router, Schema
+from ninja import Query, Router
 
 from crawls import search
 from crawls.api import pagination
 from crawls.api.auth import need, scope_org_id
 from crawls.api.errors import ERRORS, invalid
+from crawls.api.schemas import Out
 
 router = Router(tags=["search"])
 MAX_OFFSET = 10_000  # ranked results are paged by offset: deep pages cost more, so they end
 
 
-class SearchHit(Schema):
+class SearchHit(Out):
     crawl: str
     org: str
     url: str
@@ -28,7 +29,7 @@ class SearchHit(Schema):
     rank: float
 
 
-class SearchPage(Schema):
+class SearchPage(Out):
     items: list[SearchHit]
     next_cursor: str | None
 

@@ -7,7 +7,7 @@ other orgs' events, so it is not the token's to see.
 
 from __future__ import annotations
 
-from ninja import Query, Router
+from ninja import Query, Router, Status
 
 from archiver.errors import ConfigError
 from crawls.actions import replay_delivery
@@ -58,7 +58,7 @@ def add_webhook(request, body: WebhookIn):
     except ConfigError as exc:
         raise invalid(str(exc)) from None
     hook = Webhook.objects.create(url=body.url, secret=secret, events=events, org=owner)
-    return 201, {"message": f"added webhook {hook.pk}", "webhook": webhook_summary(hook)}
+    return Status(201, {"message": f"added webhook {hook.pk}", "webhook": webhook_summary(hook)})
 
 
 @router.delete("/webhooks/{int:webhook_id}", response={200: Message, **ERRORS},

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from crawls.models import CrawlStatus
 
@@ -16,11 +16,19 @@ StateFilter = Literal[tuple([*CrawlStatus.values, "active", "final"])]
 RowId = Annotated[int, Field(ge=1, le=2**63 - 1)]
 
 
-class Message(Schema):
+class Out(BaseModel):
+    """A response shape: plain pydantic, not ninja's Schema, whose validator wraps every value
+    in a DjangoGetter (for ORM objects, which no route returns): that wrapping was half of a
+    list page's time and its p99 (bench/api.py, issue 27)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+class Message(Out):
     message: str
 
 
-class FileOut(Schema):
+class FileOut(Out):
     id: int
     crawl: str
     path: str
@@ -30,13 +38,13 @@ class FileOut(Schema):
     download_url: str
 
 
-class Limits(Schema):
+class Limits(Out):
     page_limit: int | None = Field(description="The crawl's page limit capped by its org's maximum.")
     size_limit: int | None
     time_limit: int | None
 
 
-class QualityReviewOut(Schema):
+class QualityReviewOut(Out):
     status: str = Field(description="queued, running, done, failed or skipped")
     error: str | None = Field(description="Why it failed or was skipped.")
     attempts: int
@@ -49,7 +57,7 @@ class QualityReviewOut(Schema):
     failed_pages: int
 
 
-class CrawlOut(Schema):
+class CrawlOut(Out):
     id: str
     org: str
     status: str
@@ -80,13 +88,13 @@ class CrawlOut(Schema):
     finished_at: dt.datetime | None
 
 
-class RowError(Schema):
+class RowError(Out):
     id: str
     code: str
     message: str
 
 
-class CrawlPage(Schema):
+class CrawlPage(Out):
     items: list[CrawlOut]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last.")
     errors: list[RowError] = Field(default_factory=list, description=(
@@ -94,7 +102,7 @@ class CrawlPage(Schema):
         "`items`, named here with code `damaged_row`, and logged on the server."))
 
 
-class ActionOut(Schema):
+class ActionOut(Out):
     message: str = Field(description="The sentence the CLI prints for the same action.")
     crawl: CrawlOut
 
@@ -107,7 +115,7 @@ class ExclusionIn(Schema):
     regex: str = Field(max_length=10_000)
 
 
-class PageOut(Schema):
+class PageOut(Out):
     id: int
     url: str
     depth: int
@@ -122,12 +130,12 @@ class PageOut(Schema):
     error: str
 
 
-class PagePage(Schema):
+class PagePage(Out):
     items: list[PageOut]
     next_cursor: str | None
 
 
-class LogOut(Schema):
+class LogOut(Out):
     id: int
     created_at: dt.datetime
     level: str
@@ -136,12 +144,12 @@ class LogOut(Schema):
     details: dict[str, Any]
 
 
-class LogPage(Schema):
+class LogPage(Out):
     items: list[LogOut]
     next_cursor: str | None
 
 
-class OrgOut(Schema):
+class OrgOut(Out):
     slug: str
     name: str
     max_concurrent_crawls: int | None
@@ -163,17 +171,17 @@ class OrgIn(Schema):
     max_pages: int | None = None
 
 
-class OrgChanged(Schema):
+class OrgChanged(Out):
     message: str
     org: OrgOut
 
 
-class LastCrawl(Schema):
+class LastCrawl(Out):
     id: str
     status: str
 
 
-class ScheduleOut(Schema):
+class ScheduleOut(Out):
     id: int
     cron: str
     org: str
@@ -188,12 +196,12 @@ class ScheduleOut(Schema):
     last_crawl: LastCrawl | None
 
 
-class ScheduleChanged(Schema):
+class ScheduleChanged(Out):
     message: str
     schedule: ScheduleOut
 
 
-class DeliveryCounts(Schema):
+class DeliveryCounts(Out):
     pending: int
     delivering: int
     succeeded: int
@@ -201,7 +209,7 @@ class DeliveryCounts(Schema):
     total: int
 
 
-class WebhookOut(Schema):
+class WebhookOut(Out):
     id: int
     url: str = Field(description="Without its query, which may hold a token.")
     events: list[str]
@@ -218,12 +226,12 @@ class WebhookIn(Schema):
     org: str | None = Field(default=None, description="only this org's crawls; null = every org")
 
 
-class WebhookChanged(Schema):
+class WebhookChanged(Out):
     message: str
     webhook: WebhookOut
 
 
-class DeliveryOut(Schema):
+class DeliveryOut(Out):
     id: int
     webhook: int
     event: str
@@ -238,7 +246,7 @@ class DeliveryOut(Schema):
     delivered_at: dt.datetime | None
 
 
-class DeliveryPage(Schema):
+class DeliveryPage(Out):
     counts: DeliveryCounts
     items: list[DeliveryOut]
     next_cursor: str | None
