@@ -11,10 +11,11 @@ import datetime as dt
 import hashlib
 import json
 import logging
+from collections import defaultdict
 from typing import Annotated
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Prefetch, Q
+from django.db.models import Q
 from ninja import Query, Router, Status
 from pydantic import Field
 
@@ -43,6 +44,8 @@ from crawls.models import (
     CrawlFile,
     IdempotencyKey,
     Org,
+    Process,
+    ProcessStatus,
     SnapshotStatus,
     review_state,
     review_states,
@@ -60,20 +63,27 @@ KEY_LIFETIME = dt.timedelta(days=1)
 # --- reading ---------------------------------------------------------------------------------
 
 
-def file_out(crawl_file: CrawlFile) -> dict:
+FILE_COLUMNS = ("id", "crawl_id", "path", "size", "sha256", "created_at")
+
+
+def file_out(crawl_file: CrawlFile | dict) -> dict:
+    """A file's metadata, from its row or from its FILE_COLUMNS values (a list's one query)."""
+    row = crawl_file if isinstance(crawl_file, dict) else {c: getattr(crawl_file, c) for c in FILE_COLUMNS}
     return {
-        "id": crawl_file.pk, "crawl": crawl_file.crawl_id, "path": crawl_file.path,
-        "size": crawl_file.size, "sha256": crawl_file.sha256, "created_at": crawl_file.created_at,
-        "download_url": f"/api/v1/files/{crawl_file.pk}/download",
+        "id": row["id"], "crawl": row["crawl_id"], "path": row["path"], "size": row["size"],
+        "sha256": row["sha256"], "created_at": row["created_at"],
+        "download_url": f"/api/v1/files/{row['id']}/download",
     }
 
 
 def crawl_out(crawl: Crawl, now: dt.datetime | None = None, reviews: dict | None = None) -> dict:
     """The crawl's summary (as `status --json` prints it, its running time at `now`, the
     database's clock by default) plus what a live view needs."""
-    files = list(crawl.files.all())
+    files = getattr(crawl, "listed_files", None)  # from with_extras()
+    if files is None:
+        files = crawl.files.order_by("created_at").values(*FILE_COLUMNS)
     return {
-        **crawl.summary(now or db_now()),
+        **crawl.summary(now or db_now(), files=[]),
         "intent": crawl.intent or None,
         "config": crawl.config,
         "config_override": crawl.config_override,
@@ -126,8 +136,22 @@ def find_crawl(request, crawl_id: str) -> Crawl:
         raise ApiError(422 if ambiguous else 404, str(exc)) from None
 
 
-def with_files(crawls):
-    return crawls.with_running_processes().prefetch_related(Prefetch("files", queryset=CrawlFile.objects.order_by("created_at")))
+def with_extras(crawls: list[Crawl]) -> list[Crawl]:
+    """The listed crawls with their files (`listed_files`) and running processes in one
+    query each. Not prefetch_related: it built a related manager and a queryset per crawl and
+    a model per file, two thirds of a list page's time (bench/api.py, issue 27); a final
+    crawl has no running process, so a page of ended crawls needs no second query."""
+    ids = [crawl.pk for crawl in crawls]
+    files = defaultdict(list)
+    for row in CrawlFile.objects.filter(crawl_id__in=ids).order_by("created_at").values(*FILE_COLUMNS):
+        files[row["crawl_id"]].append(row)
+    running = defaultdict(list)
+    if live := [crawl.pk for crawl in crawls if not crawl.is_final]:
+        for process in Process.objects.filter(crawl_id__in=live, status=ProcessStatus.RUNNING):
+            running[process.crawl_id].append(process)
+    for crawl in crawls:
+        crawl.listed_files, crawl.running_processes = files[crawl.pk], running[crawl.pk]
+    return crawls
 
 
 def tagged(crawls, tag: str):
@@ -163,9 +187,9 @@ def list_crawls(request, state: StateFilter | None = None,
         if created_at is None or created_at.tzinfo is None:
             raise invalid(f"cursor {cursor[:40]!r} is not one this API gave out")
         crawls = crawls.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=crawl_id))
-    rows = list(with_files(crawls)[:limit + 1])
+    rows = list(crawls[:limit + 1])
     more = len(rows) > limit
-    rows = rows[:limit]
+    rows = with_extras(rows[:limit])
     next_cursor = pagination.encode(rows[-1].created_at.isoformat(), rows[-1].id) if more else None
     items, errors = shown_rows(rows, db_now())
     return {"items": items, "next_cursor": next_cursor, "errors": errors}

@@ -291,9 +291,10 @@ class Crawl(CrawlLimits, UserIntents, RunnerTransitions, Leased):
 
     # --- payloads --------------------------------------------------------------------
 
-    def summary(self, now: dt.datetime | None = None) -> dict:
+    def summary(self, now: dt.datetime | None = None, *, files: list | None = None) -> dict:
         """The crawl as other systems see it (status --json, the API, webhook payloads); with
-        `now`, its running time includes what is not counted yet (elapsed_now)."""
+        `now`, its running time includes what is not counted yet (elapsed_now). `files`
+        replaces the files' summaries (the API, which shows more of them, reads them once)."""
         return {
             "id": self.id,
             "org": self.org.slug,
@@ -311,7 +312,7 @@ class Crawl(CrawlLimits, UserIntents, RunnerTransitions, Leased):
             "elapsed_seconds": round(self.elapsed_now(now) if now else self.elapsed_seconds, 3),
             "attempts": self.attempts,
             "scale": self.scale,
-            "files": [f.summary() for f in self.files.all()],
+            "files": [f.summary() for f in self.files.all()] if files is None else files,
             "created_at": iso(self.created_at),
             "started_at": iso(self.started_at),
             "finished_at": iso(self.finished_at),
