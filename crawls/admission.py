@@ -19,10 +19,15 @@ from crawls.config import CrawlConfig, human_size
 log = logging.getLogger(__name__)
 
 MIB = 2**20
-# archiver's own crawler fetches over HTTP without a browser: a fraction of the
-# 1 GiB + 768 MiB per extra worker that browsertrix-crawler is given on Kubernetes.
+# (first worker, each further worker) of one instance, by what it runs. HTTP mode fetches
+# without a browser. Browser mode runs Chromium: one archiver crawler of the Python docs
+# peaked at 480 MB PSS with 1 worker and 571 MB with 4, Chromium's processes included
+# (2026-12-03); pages heavier than those docs cost their tabs more, hence the margin.
+# browsertrix-crawler: what Browsertrix gives it on Kubernetes (1 GiB + 768 MiB a worker).
 MEMORY_PER_INSTANCE = 256 * MIB
 MEMORY_PER_EXTRA_WORKER = 64 * MIB
+MEMORY_BROWSER = (768 * MIB, 128 * MIB)
+MEMORY_BROWSERTRIX = (1024 * MIB, 768 * MIB)
 MEMINFO = Path("/proc/meminfo")
 
 
@@ -41,8 +46,16 @@ class HostUsage:
         return 100.0 * self.disk_used / capacity if capacity else 100.0
 
 
-def memory_needed(config: CrawlConfig) -> int:
-    return config.scale * (MEMORY_PER_INSTANCE + MEMORY_PER_EXTRA_WORKER * (config.workers - 1))
+def memory_needed(config: CrawlConfig, browsertrix: bool = False) -> int:
+    """The memory a crawl's instances need: `browsertrix` if the configured crawler is
+    browsertrix-crawler, else archiver's own, in the crawl's mode."""
+    if browsertrix:
+        first, extra = MEMORY_BROWSERTRIX
+    elif config.browser:
+        first, extra = MEMORY_BROWSER
+    else:
+        first, extra = MEMORY_PER_INSTANCE, MEMORY_PER_EXTRA_WORKER
+    return config.scale * (first + extra * (config.workers - 1))
 
 
 PACKAGING_MARGIN = 64 * MIB  # beyond a crawl's unpacked bytes, for its index and zip overhead
@@ -97,7 +110,8 @@ def crawl_wait_reason(crawl) -> str | None:
     """Why this machine has no room for `crawl` now, or None."""
     settings = conf.get()
     usage = read_host_usage(settings.data_dir)
-    return wait_reason(usage, settings.disk_threshold_percent, memory_needed(crawl.launch_config()))
+    needed = memory_needed(crawl.launch_config(), settings.browser_crawler())
+    return wait_reason(usage, settings.disk_threshold_percent, needed)
 
 
 def disk_full_reason() -> str | None:

@@ -174,7 +174,7 @@ def wait(crawl: Crawl, token: int, status: str, reason: str, now: dt.datetime, r
 def host_wait_reason(rt: Runtime, crawl: Crawl) -> str | None:
     """Why this host has no room to start `crawl` now (disk, memory), or None. A crawl that
     ran before needs room to package what it has."""
-    memory = admission.memory_needed(crawl.launch_config())
+    memory = admission.memory_needed(crawl.launch_config(), rt.settings.browser_crawler())
     unpacked = max(crawl.size_bytes - files_bytes(crawl), 0) if crawl.started_at else 0
     reserve = admission.packaging_room(unpacked) if unpacked else 0
     return admission.wait_reason(rt.host_usage(), rt.settings.disk_threshold_percent, memory, reserve)

@@ -196,3 +196,17 @@ def test_running_crawls_pause_for_a_full_disk_but_not_for_memory(monkeypatch):
     assert admission.disk_full_reason() == "waiting: disk 95 % full (limit 90 %)"
     monkeypatch.setattr(admission, "read_host_usage", lambda data_dir: HostUsage(10, 90, 0))
     assert admission.disk_full_reason() is None
+
+
+def test_a_browser_crawl_needs_chromiums_memory_and_browsertrix_its_own():
+    http = CrawlConfig(seeds=["https://example.com/"], workers=2)
+    browser = CrawlConfig(seeds=["https://example.com/"], workers=2, browser=True)
+    mib = 2**20
+    assert memory_needed(http) == 320 * mib
+    assert memory_needed(browser) == 896 * mib
+    assert memory_needed(browser, browsertrix=True) == 1792 * mib
+    # 600 MB free: an HTTP crawl starts, a browser crawl waits and says why.
+    usage = HostUsage(1, 99, memory_available=600 * 10**6)
+    assert wait_reason(usage, 90, memory=memory_needed(http)) is None
+    assert wait_reason(usage, 90, memory=memory_needed(browser)) == \
+        "waiting: 600.0 MB of memory available, 939.5 MB needed"
