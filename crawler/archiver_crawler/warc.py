@@ -245,14 +245,15 @@ def _revisit(url: str, date: str, record_id: str, http_head: bytes, payload_dige
     received, its body left out. What each field is for, and what was left out (the figures
     are gzipped bytes of bench/dedup.py's ~460-byte record):
 
-    - WARC-Type, WARC-Record-ID, WARC-Date, WARC-Target-URI, Content-Length: mandatory
-      (WARC 1.1 5.2-5.5, 5.9 ... 5.12); WARC-IP-Address as on a response ("should").
+    - WARC-Type, WARC-Record-ID, WARC-Date, WARC-Target-URI, Content-Length: mandatory;
+      WARC-IP-Address, when known, as on a response (the spec's "should").
     - WARC-Profile: mandatory on a revisit; WARC-Payload-Digest: mandatory in this profile,
       and what ties the record to the kept payload.
     - WARC-Refers-To-Target-URI and WARC-Refers-To-Date: optional in the spec, but
       ReplayWeb.page (wabac.js 2.x) finds the kept payload by them alone: without the URI it
       serves the revisit's empty body; without the date it looks the URL up at time 0 (its
-      earliest capture, whatever its payload). Kept even when the URI is the record's own.
+      earliest capture, whatever its payload); pywb needs the URI when the kept copy is
+      under another URL. Kept even when the URI is the record's own.
     - WARC-Truncated: length: the spec's "shall" for a revisit whose block is the truncated
       response (as Heritrix writes it); 11 bytes. No reader we use acts on it.
     - WARC-Block-Digest: optional, kept (37 bytes): the only check of the stored headers.
