@@ -1,6 +1,7 @@
 """Benchmark: deduplicated recrawls of tests.sitegen's generated site (127.0.0.1 only).
 
-    .venv/bin/python bench/dedup.py [--pages 2000] [--workers 4] [--pad 20000] [--json]
+    .venv/bin/python bench/dedup.py [--pages 2000] [--workers 4] [--pad 20000]
+                                    [--site text|assets] [--json]
 
 Crawls the site once with archiver-crawler (private redis-server on a free port), hands the
 payload digests of that WACZ to the next crawls in Redis (`<crawl id>:dedup`, as the runner
@@ -10,6 +11,9 @@ first crawl's bytes each deduplicated recrawl stores (targets: <= 5 % unchanged,
 with 10 % changed) and what the lookups add to crawl time (dedup vs not, same recrawl;
 target <= 10 %). `--pad N` adds N bytes of text to every page (sitegen's pages are ~0.5 kB,
 smaller than their own HTTP headers; real pages are tens of kB); `--pad 0` shows the bare site.
+`--site assets` gives every page what a real one loads beside its HTML (a stylesheet and a
+script shared by all, an image of its own; add_assets); the default, `text`, is sitegen's
+text-only pages. The crawler run is this tree's (crawler/ first on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -32,19 +36,24 @@ sys.path.insert(0, str(ROOT))
 from bench.crawl import start_redis  # noqa: E402
 from tests.sitegen import Response, serve_site  # noqa: E402
 
-CRAWLER = str(Path(sys.executable).parent / "archiver-crawler")
+# This tree's crawler, whatever the venv's archiver-crawler script points at (an editable
+# install of another checkout, say): the figures are of the code beside the bench.
+CRAWLER = [sys.executable, "-m", "archiver_crawler"]
+CRAWLER_PATH = str(ROOT / "crawler")
 
 
 def crawl(site_url: str, redis_port: int, cwd: Path, crawl_id: str, workers: int,
           dedup: bool) -> dict:
-    cmd = [CRAWLER, "--url", site_url, "--redisStoreUrl", f"redis://127.0.0.1:{redis_port}/0",
+    cmd = [*CRAWLER, "--url", site_url, "--redisStoreUrl", f"redis://127.0.0.1:{redis_port}/0",
            "--crawlId", crawl_id, "--collection", "coll", "--cwd", str(cwd), "--workers",
            str(workers), "--scopeType", "prefix", "--generateWACZ", "--diskUtilization", "0",
            "--allowNetworks", "127.0.0.0/8", *(["--dedup"] if dedup else [])]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          env={**os.environ, "CRAWLER_HOSTNAME": f"crawl-{crawl_id}-0"})
+                          env={**os.environ, "CRAWLER_HOSTNAME": f"crawl-{crawl_id}-0",
+                               "PYTHONPATH": os.pathsep.join(
+                                   filter(None, [CRAWLER_PATH, os.environ.get("PYTHONPATH")]))})
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # The crawler's CPU seconds: steadier than wall time on a loaded machine.
@@ -85,11 +94,72 @@ def pad_pages(site, pad: int, salt: str = "") -> None:
                                          content_type=response.content_type)
 
 
+# `--site assets`: what a page of a real site loads beside its HTML. The stylesheet and the
+# script are shared by every page (fetched, and kept or deduplicated, once per crawl); each
+# page has an image of its own. Sizes are those of a modest content site: minified CSS and
+# JS that gzip to a quarter or so, and an already-compressed image (JPEG, WebP) of 60 kB.
+STYLESHEET = "/gen/assets/site.css"
+SCRIPT = "/gen/assets/site.js"
+STYLESHEET_BYTES = 40_000
+SCRIPT_BYTES = 120_000
+IMAGE_BYTES = 60_000
+
+
+def add_assets(site) -> None:
+    """Give every generated page the stylesheet, the script and an image of its own, all
+    deterministic (the same bytes every crawl, as an unchanged site serves them)."""
+    site.routes[STYLESHEET] = Response(body=_code(STYLESHEET, STYLESHEET_BYTES, ".c{n} {{ margin: "
+                                                  "{a}px {b}px; color: #{c:06x} }}\n"),
+                                       content_type="text/css")
+    site.routes[SCRIPT] = Response(body=_code(SCRIPT, SCRIPT_BYTES, "function f{n}(x){{return "
+                                              "x*{a}+{b}^0x{c:06x};}}\n"),
+                                   content_type="application/javascript")
+    for path, response in list(site.routes.items()):
+        if not (path.endswith(".html") or path == "/gen/") or not path.startswith("/gen/"):
+            continue
+        image = f"/gen/img/{path.rsplit('/', 1)[1].removesuffix('.html') or 'index'}.jpg"
+        rng = random.Random(image)
+        # JPEG's start and end markers around bytes that, like a JPEG's, do not compress.
+        site.routes[image] = Response(body=b"\xff\xd8\xff\xe0" + rng.randbytes(IMAGE_BYTES - 6)
+                                      + b"\xff\xd9", content_type="image/jpeg")
+        body = response.body.replace(
+            b"</head>", f'<link rel="stylesheet" href="{STYLESHEET}"><script src="{SCRIPT}">'
+                        f'</script></head>'.encode()).replace(
+            b"</body>", f'<img src="{image}" width="800" height="450" alt=""></body>'.encode())
+        site.routes[path] = Response(status=response.status, body=body,
+                                     content_type=response.content_type)
+
+
+def check_assets(site, index: list[dict]) -> None:
+    """The crawler (HTTP mode) fetched every page's requisites: else the figures would be of
+    a site without them."""
+    served = {site.root + p for p in site.routes
+              if p.startswith("/gen/img/") or p in (STYLESHEET, SCRIPT)}
+    missing = served - {e["url"] for e in index if e.get("status") == "200"}
+    if missing:
+        raise SystemExit(f"the first crawl did not archive {len(missing)} requisite(s), "
+                         f"e.g. {sorted(missing)[:3]}")
+
+
+def _code(path: str, size: int, line: str) -> bytes:
+    rng = random.Random(path)
+    out, n = [], 0
+    while sum(map(len, out)) < size:
+        out.append(line.format(n=n, a=rng.randrange(64), b=rng.randrange(64),
+                               c=rng.randrange(1 << 24)))
+        n += 1
+    return "".join(out).encode()[:size]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--pad", type=int, default=20000)
+    parser.add_argument("--site", choices=("text", "assets"), default="text",
+                        help="text: sitegen's pages, text only (the default); assets: each "
+                             "page also loads a shared stylesheet and script and an image "
+                             "of its own")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-dedup-") as tmp, \
@@ -99,7 +169,11 @@ def main() -> None:
         try:
             if args.pad:
                 pad_pages(site, args.pad)
+            if args.site == "assets":
+                add_assets(site)
             first = crawl(site.url, port, work / "first", "first", args.workers, False)
+            if args.site == "assets":
+                check_assets(site, first["index"])
             for crawl_id in ("same-dedup", "changed-dedup"):
                 hand_digests(port, crawl_id, first["index"])
             same = crawl(site.url, port, work / "same", "same-dedup", args.workers, True)
@@ -115,7 +189,8 @@ def main() -> None:
             redis_proc.kill()
             redis_proc.wait()
     result = {
-        "pages": args.pages, "pad": args.pad, "workers": args.workers,
+        "pages": args.pages, "pad": args.pad, "site": args.site, "workers": args.workers,
+        "first_records": first["records"],
         "first_bytes": first["bytes"], "first_wall": round(first["wall"], 2),
         "unchanged_bytes": same["bytes"], "unchanged_revisits": same["revisits"],
         "unchanged_share": round(same["bytes"] / first["bytes"], 4),
@@ -126,7 +201,8 @@ def main() -> None:
         "recrawl_cpu_dedup": round(same["cpu"], 2), "recrawl_cpu_plain": round(plain["cpu"], 2),
         "lookup_overhead_cpu": round(same["cpu"] / plain["cpu"] - 1, 4),
     }
-    print(f"pages {args.pages} (+{args.pad} bytes of text each), {args.workers} workers")
+    assets = ", a stylesheet, a script and an image each" if args.site == "assets" else ""
+    print(f"pages {args.pages} (+{args.pad} bytes of text each{assets}), {args.workers} workers")
     print(f"first crawl:          {first['bytes']:>12,} bytes  {first['wall']:.1f} s")
     print(f"unchanged, --dedup:   {same['bytes']:>12,} bytes  {same['wall']:.1f} s  "
           f"{result['unchanged_share']:.1%} of the first (target <= 5 %), "

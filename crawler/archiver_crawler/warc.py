@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from archiver_crawler import __version__
-from archiver_crawler.dedup import REVISIT_PROFILE, KnownPayloads
+from archiver_crawler.dedup import REVISIT_PROFILE, KnownPayloads, Original
 from archiver_crawler.errors import OutOfSpace
 
 logger = logging.getLogger(__name__)
@@ -35,6 +35,9 @@ _RENAMED = {"transfer-encoding"}
 # half level 6's CPU (0.9 against 1.9 s for 64 MB) for 12 % more bytes; level 1 saves only
 # 0.2 s more for 20 % more bytes.
 GZIP_LEVEL = 3
+# A revisit record is ~700 bytes, so any level costs microseconds; 6 takes 5 bytes (of ~460)
+# more out of it than 3 (bench/dedup.py's records), 9 nothing more than 6.
+REVISIT_GZIP_LEVEL = 6
 _NAME = re.compile(r"^rec-\d{17}-(.+)-[0-9a-f]{8}\.warc\.gz$")
 # URLs whose key needs no parsing: lower-case host (no www prefix to strip) and path, no
 # query, no dot segments, no escapes. Anything else goes through _parsed_key.
@@ -146,12 +149,8 @@ class WarcFile:
             response = _record("response", ex.url, date, response_id, head + ex.body,
                                payload_digest, ip)
         else:
-            response = _record(
-                "revisit", ex.url, date, response_id, head, payload_digest,
-                f"{ip}WARC-Profile: {REVISIT_PROFILE}\r\n"
-                f"WARC-Refers-To-Target-URI: {original.url}\r\n"
-                f"WARC-Refers-To-Date: {original.date}\r\n", msgtype="response")
-        offset, length = self._emit(response)
+            response = _revisit(ex.url, date, response_id, head, payload_digest, ip, original)
+        offset, length = self._emit(response, GZIP_LEVEL if original is None else REVISIT_GZIP_LEVEL)
         # A revisit of a GET goes without its request record: a replayer finds a GET by its
         # URL alone (the request is read only to key a POST by its body), and the request
         # headers are the crawler's own, the same every crawl. Its ~470 bytes compressed
@@ -187,9 +186,9 @@ class WarcFile:
             f'"mime": {json.dumps(content_type.split(";")[0].strip())}, "digest": "{digest}", '
             f'"length": "{length}", "offset": "{offset}", "filename": "{self.name}"}}')
 
-    def _emit(self, record: bytes) -> tuple[int, int]:
+    def _emit(self, record: bytes, level: int = GZIP_LEVEL) -> tuple[int, int]:
         """Append one record as a gzip member; returns its offset and compressed length."""
-        member = zlib.compress(record, GZIP_LEVEL, wbits=31)
+        member = zlib.compress(record, level, wbits=31)
         offset = self._offset
         self._fh.write(member)
         self._offset += len(member)
@@ -229,14 +228,49 @@ def _http_head(first_line: str, headers: list[tuple[str, str]]) -> bytes:
 
 
 def _record(kind: str, url: str, date: str, record_id: str, block: bytes,
-            payload_digest: str | None, extra: str = "", msgtype: str | None = None) -> bytes:
+            payload_digest: str | None, extra: str = "",
+            content_type: str | None = None) -> bytes:
     payload = f"WARC-Payload-Digest: {payload_digest}\r\n" if payload_digest else ""
     head = (f"WARC/1.0\r\nWARC-Type: {kind}\r\nWARC-Record-ID: {record_id}\r\n"
             f"WARC-Date: {date}\r\nWARC-Target-URI: {url}\r\n{extra}"
             f"{payload}WARC-Block-Digest: {_sha1(block)}\r\n"
-            f"Content-Type: application/http; msgtype={msgtype or kind}\r\n"
+            f"Content-Type: {content_type or 'application/http; msgtype=' + kind}\r\n"
             f"Content-Length: {len(block)}\r\n\r\n")
     return head.encode("utf-8") + block + b"\r\n\r\n"
+
+
+def _revisit(url: str, date: str, record_id: str, http_head: bytes, payload_digest: str,
+             ip: str, original: Original) -> bytes:
+    """A revisit record (identical-payload-digest profile): the response's HTTP headers as
+    received, its body left out. What each field is for, and what was left out (the figures
+    are gzipped bytes of bench/dedup.py's ~460-byte record):
+
+    - WARC-Type, WARC-Record-ID, WARC-Date, WARC-Target-URI, Content-Length: mandatory;
+      WARC-IP-Address, when known, as on a response (the spec's "should").
+    - WARC-Profile: mandatory on a revisit; WARC-Payload-Digest: mandatory in this profile,
+      and what ties the record to the kept payload.
+    - WARC-Refers-To-Target-URI and WARC-Refers-To-Date: optional in the spec, but
+      ReplayWeb.page (wabac.js 2.x) finds the kept payload by them alone: without the URI it
+      serves the revisit's empty body; without the date it looks the URL up at time 0 (its
+      earliest capture, whatever its payload); pywb needs the URI when the kept copy is
+      under another URL. Kept even when the URI is the record's own.
+    - WARC-Truncated: length: the spec's "shall" for a revisit whose block is the truncated
+      response (as Heritrix writes it); 11 bytes. No reader we use acts on it.
+    - WARC-Block-Digest: optional, kept (37 bytes): the only check of the stored headers.
+    - Content-Type "application/http": the spec's "should" for a non-empty block. Its
+      `msgtype=response` parameter is optional and says nothing the block's status line and
+      the profile ("interpreted the same as a response") do not: dropped, 13 bytes.
+    - Not written: WARC-Refers-To (the kept record's id, recommended; the index of kept
+      payloads has none to give, and wabac.js does not read it; 32 bytes if it had).
+    - The HTTP headers stay whole (the spec recommends keeping them; an empty block would
+      save 87 bytes): they are this fetch's own (its Date, and any header that changed
+      while the body did not), and replay serves them.
+    """
+    return _record(
+        "revisit", url, date, record_id, http_head, payload_digest,
+        f"{ip}WARC-Profile: {REVISIT_PROFILE}\r\nWARC-Refers-To-Target-URI: {original.url}\r\n"
+        f"WARC-Refers-To-Date: {original.date}\r\nWARC-Truncated: length\r\n",
+        content_type="application/http")
 
 
 def sidecar_index_path(warc: Path) -> Path:

@@ -69,6 +69,9 @@ def _recrawl_writes_revisits(site, r, redis_url, tmp_path, first_id, second_id, 
                     assert headers.get_header("WARC-Refers-To-Date") == "2026-01-01T00:00:00Z"
                     digest = headers.get_header("WARC-Payload-Digest")
                     assert headers.get_header("WARC-Refers-To-Target-URI") == kept[digest]["url"]
+                    # The block is the response cut short to its headers (WARC 1.1 6.7.2).
+                    assert headers.get_header("WARC-Truncated") == "length"
+                    assert headers.get_header("Content-Type") == "application/http"
                     assert record.http_headers.get_statuscode() == "200"
                     assert record.content_stream().read() == b""
                     revisits.append(headers.get_header("WARC-Target-URI"))
