@@ -3,8 +3,9 @@ records; a revisit of a GET has no request record.
 
 Records are serialised here rather than with warcio: building them through warcio's objects
 (header lists, digesters, its BytesIO plumbing) cost more than fetching the page. The format
-is the one warcio writes (WARC/1.0, sha1 base32 digests, one gzip member per record; no
-payload digest on a request record, whose block has no payload); the
+is the one warcio writes (sha1 base32 digests, one gzip member per record; no
+payload digest on a request record, whose block has no payload), as WARC/1.1: its dates
+have milliseconds and its revisits the 1.1 profile, which WARC/1.0 does not allow; the
 tests read every record back with warcio and `wacz validate`.
 """
 
@@ -121,7 +122,7 @@ class WarcFile:
     def _write_warcinfo(self, collection: str) -> None:
         fields = (f"software: archiver-crawler {__version__}\r\nformat: WARC File Format 1.1\r\n"
                   f"isPartOf: {collection}\r\n").encode()
-        head = (f"WARC/1.0\r\nWARC-Type: warcinfo\r\nWARC-Record-ID: {_record_id()}\r\n"
+        head = (f"WARC/1.1\r\nWARC-Type: warcinfo\r\nWARC-Record-ID: {_record_id()}\r\n"
                 f"WARC-Filename: {self.name}\r\nWARC-Date: {warc_date(datetime.now(UTC))}\r\n"
                 f"WARC-Block-Digest: {_sha1(fields)}\r\n"
                 f"Content-Type: application/warc-fields\r\nContent-Length: {len(fields)}\r\n\r\n")
@@ -175,7 +176,7 @@ class WarcFile:
                         extra_headers: list[tuple[str, str]]) -> None:
         digest = _sha1(body)
         extra = "".join(f"{k}: {v}\r\n" for k, v in extra_headers)
-        head = (f"WARC/1.0\r\nWARC-Type: resource\r\nWARC-Record-ID: {_record_id()}\r\n"
+        head = (f"WARC/1.1\r\nWARC-Type: resource\r\nWARC-Record-ID: {_record_id()}\r\n"
                 f"WARC-Date: {warc_date(date)}\r\nWARC-Target-URI: {uri}\r\n{extra}"
                 f"WARC-Payload-Digest: {digest}\r\nWARC-Block-Digest: {digest}\r\n"
                 f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n")
@@ -231,7 +232,7 @@ def _record(kind: str, url: str, date: str, record_id: str, block: bytes,
             payload_digest: str | None, extra: str = "",
             content_type: str | None = None) -> bytes:
     payload = f"WARC-Payload-Digest: {payload_digest}\r\n" if payload_digest else ""
-    head = (f"WARC/1.0\r\nWARC-Type: {kind}\r\nWARC-Record-ID: {record_id}\r\n"
+    head = (f"WARC/1.1\r\nWARC-Type: {kind}\r\nWARC-Record-ID: {record_id}\r\n"
             f"WARC-Date: {date}\r\nWARC-Target-URI: {url}\r\n{extra}"
             f"{payload}WARC-Block-Digest: {_sha1(block)}\r\n"
             f"Content-Type: {content_type or 'application/http; msgtype=' + kind}\r\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 
 from warcio.archiveiterator import ArchiveIterator
@@ -48,6 +49,16 @@ def test_every_response_has_a_request_record_and_a_payload_digest(crawl, site):
     assert responses == requests
     assert site.expected_pages("prefix") | site.requisites <= responses
     assert all(digest.startswith("sha1:") for kind, _, digest in records if kind == "response")
+
+
+def test_every_record_says_warc_1_1_whose_dates_have_milliseconds(crawl, site):
+    _, coll = crawl(site.url)
+    for warc in (coll.dir / "archive").glob("*.warc.gz"):
+        with open(warc, "rb") as fh:
+            for record in ArchiveIterator(fh):
+                assert record.rec_headers.protocol == "WARC/1.1"
+                assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z",
+                                    record.rec_headers.get_header("WARC-Date"))
 
 
 def test_nothing_is_fetched_twice(crawl, site):
