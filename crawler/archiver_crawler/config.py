@@ -261,12 +261,20 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
     )
 
 
-def available_cpus() -> int:
-    """The CPUs this process may run on (its affinity: a container's cpuset, taskset)."""
+def available_cpus(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """The CPUs this process may run on: its affinity (a container's cpuset, taskset), at
+    most its cgroup's CPU quota rounded up (`docker run --cpus 2.7`: 3)."""
     try:
-        return len(os.sched_getaffinity(0)) or 1
+        cpus = len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # no sched_getaffinity (macOS)
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 CPU controller here: the affinity is all there is
+    return cpus
 
 
 def _processes(o: dict[str, Any], workers: int, browser: bool, host_delay: float) -> int:

@@ -202,6 +202,18 @@ def test_processes_default_to_the_available_cpus_capped_by_workers():
         parse_args(options("--processes", "0"))
 
 
+def test_the_available_cpus_are_capped_by_the_cgroup_quota(tmp_path):
+    cpu_max = tmp_path / "cpu.max"
+    affinity = len(os.sched_getaffinity(0))
+    cpu_max.write_text("max 100000\n")
+    assert available_cpus(cpu_max) == affinity
+    cpu_max.write_text("50000 100000\n")  # half a CPU is still one process
+    assert available_cpus(cpu_max) == 1
+    cpu_max.write_text(f"{affinity * 100000 + 1} 100000\n")
+    assert available_cpus(cpu_max) == affinity
+    assert available_cpus(tmp_path / "absent") == affinity
+
+
 def test_processes_above_one_are_refused_in_browser_mode(tmp_path):
     chromium = tmp_path / "chromium"
     chromium.write_text("#!/bin/sh\n")
