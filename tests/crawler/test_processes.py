@@ -3,17 +3,22 @@ process, one instance to the runner, and its stops, controls and dead processes.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
 import signal
+import time
 import zipfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
+from archiver_crawler import journal
 from archiver_crawler.config import available_cpus, parse_args
 from archiver_crawler.errors import ConfigError
+from archiver_crawler.state import CrawlState, Outcome, QueueEntry
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.crawler.wacz_check import wacz_validate
@@ -94,10 +99,12 @@ def test_two_processes_archive_the_same_records_as_one(which, request, spawn, r,
     assert size >= sum(p.stat().st_size for p in archive.glob("*.warc.gz"))
 
 
-def test_sigterm_stops_every_process_gracefully_and_a_relaunch_finishes(spawn, big_site, r):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_every_process_gracefully_and_a_relaunch_finishes(sig, spawn, big_site,
+                                                                        r):
     first = spawn(big_site.url, *SLOW)
     wait_for(lambda: pages_done(r) >= 4)
-    first.proc.send_signal(signal.SIGTERM)
+    first.proc.send_signal(sig)  # to the parent only, as `docker stop` sends it
     assert first.wait() == 11  # interrupted: the relaunch goes on
     assert r.hgetall("crawl1:status") == {INSTANCE: "interrupted"}
     assert r.hlen("crawl1:p") == 0  # pages in flight were finished, none left held
@@ -113,6 +120,25 @@ def test_sigterm_stops_every_process_gracefully_and_a_relaunch_finishes(spawn, b
     assert len(second.collection.pages) == len(big_site.expected_pages())
     assert set(big_site.requests.values()) == {1}
     assert wacz_validate(second.collection.wacz).returncode == 0
+
+
+def test_a_second_signal_abandons_every_process_pages_and_hands_them_back(spawn, r):
+    with serve_site(pages=40) as site:
+        for path, response in site.routes.items():
+            if path.startswith("/gen/p"):
+                response.delay = 3  # pages in flight in both processes when the signals come
+        crawler = spawn(site.url, "--workers", "4", "--processes", "2", "--generateWACZ")
+        wait_for(lambda: len({json.loads(v)["owner"] for v in r.hvals("crawl1:p")}) == 2)
+        crawler.proc.send_signal(signal.SIGINT)
+        # Two signals sent before the first is handled are merged into one by the kernel.
+        wait_for(lambda: "stopping: signal" in crawler.collection.log_text)
+        started = time.monotonic()
+        crawler.proc.send_signal(signal.SIGINT)
+        assert crawler.wait() == 13
+        assert time.monotonic() - started < 3  # the 3 s pages in flight were not waited for
+    assert r.hgetall("crawl1:status") == {INSTANCE: "interrupted"}
+    assert r.hlen("crawl1:p") == 0 and r.zcard("crawl1:q") >= 2  # abandoned, handed back
+    assert not crawler.collection.wacz.exists()
 
 
 def test_a_stop_command_reaches_every_process(spawn, big_site, r):
@@ -222,3 +248,42 @@ def test_processes_above_one_are_refused_in_browser_mode(tmp_path):
     assert parse_args(browser).processes == 1
     with pytest.raises(ConfigError, match="HTTP mode only"):
         parse_args([*browser, "--processes", "2"])
+
+
+def test_pages_of_an_instances_processes_go_by_its_status_and_its_journal(redis_url, tmp_path):
+    """The scripts behind a dead process: its pages held under `<instance>#...` are taken
+    back by the instance (all of them) or one process (its own); `settle` judges them by the
+    instance's status; a journaled outcome is recorded in its process's name."""
+    async def run() -> dict:
+        client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+        try:
+            instance = CrawlState(client, "c1", "i0")
+            procs = [CrawlState(client, "c1", "i0", f"i0#s-{k}") for k in range(2)]
+            other = CrawlState(client, "c1", "i1")
+            for state in (instance, *procs, other):
+                await state.load_scripts()
+            urls = [f"http://127.0.0.1:9/{n}" for n in range(4)]
+            await instance.add([QueueEntry(url=u, seed_id=0, depth=0) for u in urls], 100)
+            for state in (procs[0], procs[0], procs[1], procs[1]):
+                await state.commit(None, 100, "2000-01-01T00:00:00.000Z")
+            await instance.set_status("running")
+            seen = {"process": await instance.requeue_process("i0#s-0")}
+            for _ in range(2):
+                await procs[0].commit(None, 100, "2000-01-01T00:00:00.000Z")
+            seen["alive"] = (await other.settle("2100-01-01T00:00:00.000Z")).requeued
+            await instance.set_status("done")
+            seen["gone"] = (await other.settle("2100-01-01T00:00:00.000Z")).requeued
+            for _ in range(2):
+                await procs[1].commit(None, 100, "2000-01-01T00:00:00.000Z")
+            seen["whole"] = await instance.requeue_own()
+            claimed = (await procs[1].commit(None, 100, "2000-01-01T00:00:00.000Z")).claimed
+            journal.save(tmp_path, Outcome(claimed.url, page="{}"), procs[1].owner)
+            (saved,) = journal.saved(tmp_path)
+            seen["recorded"] = (await instance.commit(saved, 100, None,
+                                                      owner=saved.owner)).recorded
+            return seen
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(run()) == {"process": 2, "alive": 0, "gone": 4, "whole": 2,
+                                  "recorded": True}
