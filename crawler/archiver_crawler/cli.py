@@ -292,6 +292,11 @@ def _leave(code: int) -> int:
     return code
 
 
+def _child_exit_code(link: procs.ParentLink, errors: RedisErrorBuffer, started: float) -> int:
+    errors.drain()  # the lines logged before the fork are the parent's to push
+    return exit_code_of(link.config, errors, started, link=link)
+
+
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
@@ -308,8 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     if config.processes == 1:
         return _leave(exit_code_of(config, errors, started))
     # Forked before any event loop or thread exists (see procs.py).
-    children = procs.fork_children(
-        config, lambda link: exit_code_of(link.config, errors, started, link=link))
+    children = procs.fork_children(config, lambda link: _child_exit_code(link, errors, started))
     try:
         code = exit_code_of(config, errors, started, children=children)
     finally:
