@@ -58,6 +58,7 @@ class Crawler:
                                  self.started)
         self.stop_reason: StopReason | None = None
         self.work_added = asyncio.Event()
+        self.idle_poll = IDLE_POLL
         self.idle_workers = 0
         self.finished = False
         self.fatal: BaseException | None = None
@@ -290,7 +291,7 @@ class Crawler:
                 return
             self.work_added.clear()
             try:
-                async with asyncio.timeout(IDLE_POLL):
+                async with asyncio.timeout(self.idle_poll):
                     await self.work_added.wait()
             except TimeoutError:
                 pass

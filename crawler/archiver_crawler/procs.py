@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 # write its files and exit; then it is killed (its pages are requeued like a dead child's).
 EXIT_GRACE = 10.0
 WATCH_INTERVAL = 0.25
+CHILD_IDLE_POLL = 0.05
 # A child's exit code that is the instance's trouble, not the child's: the instance exits so.
 FATAL = {ExitCode.OUT_OF_SPACE: OutOfSpace, ExitCode.REDIS_UNAVAILABLE: RedisUnavailable,
          ExitCode.INVALID_CONFIG: CrawlerError}
@@ -92,7 +93,8 @@ def fork_children(config: CrawlConfig, run_child: Callable[[ParentLink], int]) -
             try:
                 for fd in [down_w, up_r, *(fd for c in children for fd in (c.down, c.up))]:
                     os.close(fd)
-                link = ParentLink(k, owner, child_config(config, workers), down_r, up_w)
+                link = ParentLink(k, owner, child_config(config, workers), down_r, up_w,
+                                  size_limited=config.size_limit > 0)
                 code = run_child(link) if link.wait_for_go() else ExitCode.SUCCESS
             finally:
                 logging.shutdown()
@@ -144,14 +146,21 @@ def reap(child: Child) -> None:
 
 class ParentLink:
     """A child's end of the pipes: what the parent says replaces the instance's Controls
-    (`check`, polled by the crawl's control loop), and the child reports back with `send`."""
+    (stop reasons acted on as they arrive, control messages applied by `check`, polled by
+    the crawl's control loop), and the child reports back with `send`."""
 
-    def __init__(self, index: int, owner: str, config: CrawlConfig, down: int, up: int):
+    def __init__(self, index: int, owner: str, config: CrawlConfig, down: int, up: int,
+                 size_limited: bool = False):
         self.index, self.owner, self.config = index, owner, config
         self.down, self.up = down, up
+        # With a size limit the parent hears of every write, not only every control tick:
+        # it stops the processes on their sum, and a tick's worth of pages is too many.
+        self.size_limited = size_limited
         self.crawler: ChildCrawler | None = None
         self._buffer = b""
+        self._messages: list[dict] = []
         self._reported: tuple | None = None
+        self._parent_gone = False
 
     def wait_for_go(self) -> bool:
         """Block until the parent says `go` (True) or closes the pipe (False)."""
@@ -169,24 +178,31 @@ class ParentLink:
         with contextlib.suppress(OSError):
             os.write(self.up, (json.dumps(message) + "\n").encode())
 
-    async def check(self, check_disk: bool = False) -> None:
-        crawler = self.crawler
+    def readable(self) -> None:
+        """The pipe down has data (the event loop's reader callback)."""
         try:
             data = os.read(self.down, 65536)
         except BlockingIOError:
-            data = None
-        if data == b"":
-            logger.error("the instance's parent process is gone; stopping")
-            crawler.request_stop(StopReason.FORCED)
-        elif data:
-            self._buffer += data
-            *lines, self._buffer = self._buffer.split(b"\n")
-            for line in lines:
-                message = json.loads(line)
-                if "stop" in message:
-                    crawler.request_stop(StopReason(message["stop"]))
-                elif "message" in message:
-                    await crawler.frontier.apply_message(message["message"])
+            return
+        if not data:
+            asyncio.get_running_loop().remove_reader(self.down)
+            if not self._parent_gone:
+                self._parent_gone = True
+                logger.error("the instance's parent process is gone; stopping")
+                self.crawler.request_stop(StopReason.FORCED)
+            return
+        self._buffer += data
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
+            message = json.loads(line)
+            if "stop" in message:
+                self.crawler.request_stop(StopReason(message["stop"]))
+            elif "message" in message:
+                self._messages.append(message["message"])
+
+    async def check(self, check_disk: bool = False) -> None:
+        while self._messages:
+            await self.crawler.frontier.apply_message(self._messages.pop(0))
         self.report_size()
 
     def report_size(self) -> None:
@@ -206,12 +222,22 @@ class ChildCrawler(Crawler):
         self.link = link
         link.crawler = self
         self.controls = link
+        if link.size_limited:
+            self.pages.on_size = lambda size: link.report_size()
+        # The links a sibling queues wake no worker here (`work_added` is per process): an
+        # idle worker looks again sooner, or at the start one process would crawl alone.
+        self.idle_poll = CHILD_IDLE_POLL
 
     async def _run(self) -> ExitCode:
-        await self._load_dedup()
-        if self.stop_reason is not None:
-            return await self.finish(self.stop_reason)
-        return await self._crawl()
+        loop = asyncio.get_running_loop()
+        loop.add_reader(self.link.down, self.link.readable)
+        try:
+            await self._load_dedup()
+            if self.stop_reason is not None:
+                return await self.finish(self.stop_reason)
+            return await self._crawl()
+        finally:
+            loop.remove_reader(self.link.down)
 
     async def report_status(self, status: str) -> None:
         self.link.send({"status": status})

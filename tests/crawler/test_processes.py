@@ -163,6 +163,21 @@ def test_cancel_hands_back_every_process_pages_and_writes_no_wacz(spawn, big_sit
     assert not crawler.collection.wacz.exists()
 
 
+def test_the_size_limit_counts_every_process(spawn, large_site, r):
+    crawler = spawn(large_site.url, "--workers", "4", "--processes", "2", "--generateWACZ",
+                    "--sizeLimit", "300000")
+    assert crawler.wait() == 14
+    assert r.hgetall("crawl1:status") == {INSTANCE: "interrupted"}
+    assert r.hlen("crawl1:p") == 0
+    # The session's WARCs and page lines, both processes': the parent stopped them on their
+    # sum, within a few pages of the limit.
+    size = int(r.hget("crawl1:size", INSTANCE))
+    assert 300000 <= size < 1.2 * 300000
+    assert len(list((crawler.collection.dir / "archive").glob("*.warc.gz"))) == 2
+    assert len(crawler.collection.pages) < len(large_site.expected_pages())
+    assert wacz_validate(crawler.collection.wacz).returncode == 0
+
+
 def test_an_exclusion_reaches_every_process(spawn, big_site, r):
     crawler = spawn(big_site.url, "--hostDelay", "0.1", "--workers", "2", "--processes", "2")
     wait_for(lambda: any(json.loads(m)["url"].endswith("/gen/p35.html")
