@@ -259,8 +259,7 @@ class Crawler:
             self._abort(exc)
 
     @property
-    def _journal_owner(self) -> str | None:
-        """Who holds this session's pages in `:p`, when not the instance (procs.py)."""
+    def _journal_owner(self) -> str | None:  # who holds our pages in `:p`, if not the instance
         return None if self.state.owner == self.state.instance_id else self.state.owner
 
     async def report_status(self, status: str) -> None:
