@@ -1,13 +1,14 @@
 """Benchmark: archiver-crawler against wget on a generated local site, and its browser mode
 against its HTTP mode on a generated JS-heavy site.
 
-    .venv/bin/python bench/crawl.py [--pages 2000] [--workers 4] [--instances 1] [--repeat 3]
-                                    [--latency 0,0.02] [--js-pages 40] [--json]
+    .venv/bin/python bench/crawl.py [--pages 2000] [--workers 4] [--instances 1] [--processes N]
+                                    [--repeat 3] [--latency 0,0.02] [--js-pages 40] [--json]
 
 Serves tests.sitegen's generated site (127.0.0.1 only) once per `--latency` value (seconds
 added to every response, as a remote server's round trip would), and crawls it `--repeat`
 times with `archiver-crawler --workers N` (private redis-server on a free port; with
-`--instances N`, N processes of one crawl sharing its queue, as `add --scale N` runs) and with
+`--instances N`, N instances of one crawl sharing its queue, as `add --scale N` runs; with
+`--processes N`, each instance in N processes, else the crawler's default) and with
 `wget --recursive --level=inf --no-parent --warc-file=...`, alternating which goes first.
 For each scenario it prints the median wall time of each tool (and every run's), median CPU
 seconds, the highest peak RSS, pages, the speed-up (wget median / ours) and whether every
@@ -19,6 +20,11 @@ crawls it once with `--browser` and once in HTTP mode, printing pages found, wal
 per page, and the peak memory of the whole process tree (the crawler and its Chromium),
 sampled from /proc every 0.2 s as PSS (shared pages counted once) and as the RSS sum.
 With --json the last line is one JSON object.
+
+The crawler run is the console script beside this Python (`.venv/bin/archiver-crawler`);
+`PYTHONPATH=<tree>/crawler` makes it (and its processes) run another tree's crawler code.
+CPU seconds include an instance's child processes (they are waited for); peak RSS is the
+largest single process's.
 """
 
 from __future__ import annotations
@@ -198,7 +204,7 @@ def summarize(runs: list[dict]) -> dict:
 
 
 def crawl_ours(url: str, workdir: Path, redis_port: int, workers: int, crawl_id: str,
-               instances: int = 1) -> dict:
+               instances: int = 1, processes: int | None = None) -> dict:
     """`instances` crawler processes of one crawl (as the runner's --scale launches them),
     sharing its Redis queue, each with its own folder: wall time until the last exits, CPU
     and pages summed over all, and every instance's WACZ validated."""
@@ -209,7 +215,8 @@ def crawl_ours(url: str, workdir: Path, redis_port: int, workers: int, crawl_id:
                "--redisStoreUrl", f"redis://127.0.0.1:{redis_port}/0", "--crawlId", crawl_id,
                "--collection", "bench", "--cwd", str(folder), "--generateWACZ",
                "--pageLoadTimeout", "30", "--diskUtilization", "0",
-               "--allowNetworks", "127.0.0.1/32"]  # the site is local: open it to the policy
+               "--allowNetworks", "127.0.0.1/32",  # the site is local: open it to the policy
+               *(["--processes", str(processes)] if processes else [])]
         procs.append(subprocess.Popen(cmd, env=dict(os.environ, CRAWLER_HOSTNAME=f"bench-{k}"),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     cpu = peak = 0.0
@@ -290,7 +297,8 @@ def run_scenario(latency: float, args, redis_port: int, tmp_path: Path) -> dict:
                 workdir = tmp_path / f"{name}-{latency}-{i}"
                 if name == "ours":
                     runs[name].append(crawl_ours(site.url, workdir, redis_port, args.workers,
-                                                 f"bench-{latency}-{i}", args.instances))
+                                                 f"bench-{latency}-{i}", args.instances,
+                                                 args.processes))
                 else:
                     runs[name].append(crawl_wget(site.url, workdir))
                 shutil.rmtree(workdir, ignore_errors=True)
@@ -322,6 +330,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--instances", type=int, default=1,
                         help="crawler processes of one crawl sharing its queue (the runner's --scale)")
+    parser.add_argument("--processes", type=int, default=None,
+                        help="processes per instance (the crawler's --processes; default: "
+                             "the crawler's own, one per available CPU up to --workers)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of each tool per scenario, alternating which goes first")
     parser.add_argument("--latency", default="0,0.02",

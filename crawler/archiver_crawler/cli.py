@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from redis.exceptions import RedisError
 
+from archiver_crawler import procs
 from archiver_crawler.config import CrawlConfig, parse_args
 from archiver_crawler.crawl import Crawler
 from archiver_crawler.errors import ConfigError, CrawlerError, ExitCode, RedisUnavailable
@@ -113,9 +114,12 @@ async def _health_server(port: int) -> asyncio.Server | None:
 
 
 async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = None,
-                       started: float | None = None) -> ExitCode:
-    """Run one instance to its end and return its exit code (raises CrawlerError subclasses)."""
-    state = await CrawlState.connect(config.redis_url, config.crawl_id, config.instance_id)
+                       started: float | None = None, link: procs.ParentLink | None = None,
+                       children: list[procs.Child] | None = None) -> ExitCode:
+    """Run one instance to its end and return its exit code (raises CrawlerError subclasses):
+    the whole of it, or (`children`) the parent of its processes, or (`link`) one of them."""
+    state = await CrawlState.connect(config.redis_url, config.crawl_id, config.instance_id,
+                                     link.owner if link else None)
     policy = AddressPolicy.for_this_host(config.allow_networks)
     fetcher = Fetcher(config.user_agent, config.page_load_timeout, config.workers,
                       config.host_delay, policy)
@@ -129,17 +133,24 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
 
             loader = BrowserPageLoader(config, policy)
             await loader.start()
-        return await Crawler(config, state, fetcher, started=started, loader=loader).run()
+        if children:
+            crawler = procs.Supervisor(config, state, fetcher, started=started,
+                                       children=children)
+        elif link:
+            crawler = procs.ChildCrawler(config, state, fetcher, started=started, link=link)
+        else:
+            crawler = Crawler(config, state, fetcher, started=started, loader=loader)
+        return await crawler.run()
     except CrawlerError as exc:
         # Only a permanent error fails the instance; others mean "launch me again".
         permanent = exc.exit_code == ExitCode.INVALID_CONFIG
-        await _leave_quietly(state, "failed" if permanent else "interrupted",
+        await _leave_quietly(state, None if link else "failed" if permanent else "interrupted",
                              keep=journaled_urls(config.collection_dir))
         raise
     except RedisError as exc:
         raise RedisUnavailable(f"Redis failed: {type(exc).__name__}: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - the instance's boundary: said clearly, exit 1
-        await _leave_quietly(state, "interrupted")
+        await _leave_quietly(state, None if link else "interrupted")
         return unexpected(exc)
     finally:
         if flusher:
@@ -178,14 +189,17 @@ async def _push_errors(state: CrawlState, errors: RedisErrorBuffer) -> None:
         logger.warning("could not push %d error line(s) to Redis", len(lines))
 
 
-async def _leave_quietly(state: CrawlState, status: str, keep: list[str] | None = None) -> None:
+async def _leave_quietly(state: CrawlState, status: str | None,
+                         keep: list[str] | None = None) -> None:
     """On a fatal error: hand back the pages this instance holds and set its status, if Redis
     still answers (else the relaunch requeues them). Pages whose outcomes were journaled
     (`keep`: Redis failed, then came back before this exit) stay this instance's, so its
-    next session records them instead of another session fetching them again."""
+    next session records them instead of another session fetching them again. One process
+    of an instance (`status` None) leaves the status to its parent."""
     try:
         await state.requeue_own(keep or ())
-        await state.set_status(status)
+        if status is not None:
+            await state.set_status(status)
     except (RedisError, OSError):
         logger.warning("could not hand back pages and set status %s in Redis", status)
 
@@ -222,10 +236,12 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
             logger.warning("a task ended with %s during shutdown", type(task.exception()).__name__)
 
 
-def exit_code_of(config: CrawlConfig, errors: RedisErrorBuffer, started: float) -> int:
+def exit_code_of(config: CrawlConfig, errors: RedisErrorBuffer, started: float,
+                 **role) -> int:
+    """The instance's exit code (`role`: run_instance's `link` or `children`)."""
     try:
         return int(run_bounded(run_instance(
-            config, errors if config.log_errors_to_redis else None, started)))
+            config, errors if config.log_errors_to_redis else None, started, **role)))
     except CrawlerError as exc:
         logger.error("%s", exc)
         return int(exc.exit_code)
@@ -276,6 +292,11 @@ def _leave(code: int) -> int:
     return code
 
 
+def _child_exit_code(link: procs.ParentLink, errors: RedisErrorBuffer, started: float) -> int:
+    errors.drain()  # the lines logged before the fork are the parent's to push
+    return exit_code_of(link.config, errors, started, link=link)
+
+
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
@@ -284,9 +305,17 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"archiver-crawler: invalid configuration: {exc}\n")
         return ExitCode.INVALID_CONFIG
     errors = setup_logging(config)
-    logger.info("crawl %s, instance %s, collection %s, %d worker(s), %s, networks allowed "
-                "besides the public internet: %s", config.crawl_id, config.instance_id,
-                config.collection, config.workers,
+    logger.info("crawl %s, instance %s, collection %s, %d worker(s) in %d process(es), %s, "
+                "networks allowed besides the public internet: %s", config.crawl_id,
+                config.instance_id, config.collection, config.workers, config.processes,
                 f"browser mode ({config.browser.chromium})" if config.browser else "HTTP mode",
                 ", ".join(map(str, config.allow_networks)) or "none")
-    return _leave(exit_code_of(config, errors, started))
+    if config.processes == 1:
+        return _leave(exit_code_of(config, errors, started))
+    # Forked before any event loop or thread exists (see procs.py).
+    children = procs.fork_children(config, lambda link: _child_exit_code(link, errors, started))
+    try:
+        code = exit_code_of(config, errors, started, children=children)
+    finally:
+        procs.end_children(children)
+    return _leave(code)

@@ -75,6 +75,8 @@ class CrawlConfig:
     size_limit: int = 0
     time_limit: float = 0
     workers: int = 1
+    # Processes of this one instance sharing the workers (procs.py); HTTP mode only.
+    processes: int = 1
     collection: str = "crawl"
     cwd: Path = Path(".")
     redis_url: str = "redis://localhost:6379/0"
@@ -134,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizeLimit", type=int, default=S)
     p.add_argument("--timeLimit", type=float, default=S)
     p.add_argument("--workers", "-w", type=int, default=S)
+    p.add_argument("--processes", type=int, default=S,
+                   help="ours: processes of this instance sharing --workers (HTTP mode); "
+                        "default: the CPUs this process may run on, at most --workers, "
+                        "1 with --browser or --hostDelay")
     p.add_argument("--collection", "-c", default=S)
     p.add_argument("--cwd", default=S)
     p.add_argument("--redisStoreUrl", default=S)
@@ -219,6 +225,8 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
     if not redis_url.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError("--redisStoreUrl must be a redis:// URL")
 
+    browser = _browser(o)
+    host_delay = _nonneg(o, "hostDelay", 0.0, float)
     return CrawlConfig(
         seeds=seeds,
         scope_type=scope_type,
@@ -230,6 +238,7 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
         size_limit=_nonneg(o, "sizeLimit", 0),
         time_limit=_nonneg(o, "timeLimit", 0, float),
         workers=workers,
+        processes=_processes(o, workers, browser is not None, host_delay),
         collection=collection,
         cwd=Path(o.get("cwd") or os.getcwd()).resolve(),
         redis_url=redis_url,
@@ -242,14 +251,44 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
         page_load_timeout=_nonneg(o, "pageLoadTimeout", 90.0, float) or 90.0,
         disk_utilization=disk,
         use_robots=bool(o.get("useRobots", False)),
-        host_delay=_nonneg(o, "hostDelay", 0.0, float),
+        host_delay=host_delay,
         health_check_port=o.get("healthCheckPort"),
         restarts_on_error=bool(o.get("restartsOnError", False)),
         allow_networks=_networks(o.get("allowNetworks")),
         store=store_from_env(env),
-        browser=_browser(o),
+        browser=browser,
         dedup=bool(o.get("dedup", False)),
     )
+
+
+def available_cpus(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """The CPUs this process may run on: its affinity (a container's cpuset, taskset), at
+    most its cgroup's CPU quota rounded up (`docker run --cpus 2.7`: 3)."""
+    try:
+        cpus = len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # no sched_getaffinity (macOS)
+        cpus = os.cpu_count() or 1
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 CPU controller here: the affinity is all there is
+    return cpus
+
+
+def _processes(o: dict[str, Any], workers: int, browser: bool, host_delay: float) -> int:
+    """--processes, capped by --workers. By default one per available CPU in HTTP mode;
+    one in browser mode (Chromium, not our Python, is the CPU there, and runs in processes of
+    its own) and with --hostDelay (spread over processes it only holds on average)."""
+    if o.get("processes") is None:
+        return 1 if browser or host_delay else min(available_cpus(), workers)
+    processes = _int(o, "processes", 1)
+    if processes < 1:
+        raise ConfigError("--processes must be at least 1")
+    if browser and processes > 1:
+        raise ConfigError("--processes above 1 applies to HTTP mode only, not with --browser")
+    return min(processes, workers)
 
 
 def _names(o: dict[str, Any], key: str, choices: tuple[str, ...]) -> tuple[str, ...]:

@@ -54,13 +54,15 @@ class Controls:
         self.output = output
         self.request_stop = request_stop
         self.started = started
+        # A parent of several processes forwards the messages instead (procs.py).
+        self.apply_message = frontier.apply_message
 
     async def check(self, check_disk: bool = False) -> None:
         reason = commanded_stop(await self.state.read_commands())
         if reason is not None:
             self.request_stop(reason)
         for message in await self.state.pop_messages():
-            await self.frontier.apply_message(message)
+            await self.apply_message(message)
         if self.config.time_limit and time.monotonic() - self.started >= self.config.time_limit:
             self.request_stop(StopReason.TIME_LIMIT)
         if check_disk and self.config.disk_utilization and disk_full(self.config):

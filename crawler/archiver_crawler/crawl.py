@@ -58,6 +58,7 @@ class Crawler:
                                  self.started)
         self.stop_reason: StopReason | None = None
         self.work_added = asyncio.Event()
+        self.idle_poll = IDLE_POLL
         self.idle_workers = 0
         self.finished = False
         self.fatal: BaseException | None = None
@@ -90,10 +91,7 @@ class Crawler:
             return await self.finish(StopReason.STOPPING)
         if self.config.disk_utilization and disk_full(self.config):
             return await self.finish(StopReason.DISK)
-        if self.config.dedup:
-            self.output.known = await KnownPayloads.load(
-                self.state.redis, self.config.crawl_id, self.config.collection_dir)
-            logger.info("deduplicating against %d payload(s) the org kept", len(self.output.known))
+        await self._load_dedup()
         recorded = await self._record_unrecorded()
         if recorded:
             logger.info("recorded %d page(s) archived before Redis went away", recorded)
@@ -106,6 +104,16 @@ class Crawler:
         if self.stop_reason is not None:  # a signal during start-up
             return await self.finish(self.stop_reason)
         await self.state.set_status("running")
+        return await self._crawl()
+
+    async def _load_dedup(self) -> None:
+        if self.config.dedup:
+            self.output.known = await KnownPayloads.load(
+                self.state.redis, self.config.crawl_id, self.config.collection_dir)
+            logger.info("deduplicating against %d payload(s) the org kept", len(self.output.known))
+
+    async def _crawl(self) -> ExitCode:
+        """The workers to their end, then the instance's finishing steps."""
         await self._run_workers()
         if isinstance(self.fatal, RedisError):
             raise RedisUnavailable(f"Redis failed: {type(self.fatal).__name__}") from self.fatal
@@ -237,18 +245,29 @@ class Crawler:
                     continue
                 if self._pending_wait:
                     self._pending_wait = False
-                    await self.state.set_status("running")
+                    await self.report_status("running")
                 outcome = await self.pages.process_safely(entry)
         except asyncio.CancelledError:
             # Cancelled because another worker lost Redis: this worker's archived page may
             # be waiting for a commit that can no longer happen.
             if isinstance(self.fatal, RedisError) and outcome is not None:
-                journal.save(self.config.collection_dir, outcome)
+                journal.save(self.config.collection_dir, outcome, self._journal_owner)
             raise
         except Exception as exc:  # noqa: BLE001 - reported as the instance's fatal error
             if isinstance(exc, RedisError) and outcome is not None:
-                journal.save(self.config.collection_dir, outcome)
+                journal.save(self.config.collection_dir, outcome, self._journal_owner)
             self._abort(exc)
+
+    @property
+    def _journal_owner(self) -> str | None:  # who holds our pages in `:p`, if not the instance
+        return None if self.state.owner == self.state.instance_id else self.state.owner
+
+    async def report_status(self, status: str) -> None:
+        """`running` / `pending-wait`; one process of an instance tells its parent (procs.py)."""
+        await self.state.set_status(status)
+
+    def pages_crawled(self) -> int:
+        return self.pages.pages_crawled
 
     async def _record_unrecorded(self) -> int:
         """The outcomes a previous session of this instance could not record (journal.py),
@@ -258,7 +277,8 @@ class Crawler:
             return 0
         recorded = 0
         for outcome in outcomes:
-            committed = await self.state.commit(outcome, self.config.limit, None)
+            committed = await self.state.commit(outcome, self.config.limit, None,
+                                                owner=outcome.owner)
             recorded += committed.recorded
         journal.forget(self.config.collection_dir)
         return recorded
@@ -270,7 +290,7 @@ class Crawler:
                 return
             self.work_added.clear()
             try:
-                async with asyncio.timeout(IDLE_POLL):
+                async with asyncio.timeout(self.idle_poll):
                     await self.work_added.wait()
             except TimeoutError:
                 pass
@@ -291,7 +311,7 @@ class Crawler:
         await self._log_waiting(settled)
         if not self._pending_wait:
             self._pending_wait = True
-            await self.state.set_status("pending-wait")
+            await self.report_status("pending-wait")
         return False
 
     async def _log_waiting(self, settled: Settled) -> None:
@@ -320,7 +340,7 @@ class Crawler:
             ticks += 1
             if time.monotonic() - logged_at >= STATUS_LOG_INTERVAL:
                 logged_at = time.monotonic()
-                crawled = self.pages.pages_crawled
+                crawled = self.pages_crawled()
                 logger.info("%d page(s) crawled by this instance", crawled,
                             extra={"context": "crawlStatus", "details": {"crawled": crawled}})
             await asyncio.sleep(CONTROL_INTERVAL)

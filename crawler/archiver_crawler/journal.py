@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 from archiver_crawler.state import Outcome, QueueEntry
@@ -33,13 +34,19 @@ def journaled_urls(collection_dir: Path) -> list[str]:
     return urls
 
 
-def save(collection_dir: Path, outcome: Outcome) -> None:
+def save(collection_dir: Path, outcome: Outcome, owner: str | None = None) -> None:
+    """Keep `outcome`; `owner` holds its page in `:p` (one process of the instance, or None:
+    the instance), whose outcome the next session records in its name."""
     line = json.dumps({"url": outcome.url, "page": outcome.page, "record": outcome.record,
                        "failed": outcome.failed, "links": [e.to_json() for e in outcome.links],
-                       "assets": list(outcome.assets)})
+                       "assets": list(outcome.assets), "owner": owner})
     try:
-        with open(collection_dir / UNRECORDED, "a") as journal:
-            journal.write(line + "\n")
+        # One write with O_APPEND: the processes of an instance (procs.py) share the file.
+        fd = os.open(collection_dir / UNRECORDED, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
     except OSError as exc:
         logger.warning("could not keep %s for the next session (%s); it will be fetched again",
                        outcome.url, exc)
@@ -58,7 +65,8 @@ def saved(collection_dir: Path) -> list[Outcome] | None:
             outcomes.append(Outcome(
                 url=str(data["url"]), page=data.get("page"), record=data.get("record"),
                 failed=data.get("failed"), assets=tuple(str(a) for a in data.get("assets", [])),
-                links=tuple(QueueEntry.from_json(raw) for raw in data.get("links", []))))
+                links=tuple(QueueEntry.from_json(raw) for raw in data.get("links", [])),
+                owner=data.get("owner") or None))
         except (ValueError, KeyError, TypeError):
             continue
     return outcomes

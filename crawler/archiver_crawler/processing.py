@@ -37,6 +37,8 @@ class PageProcessor:
         self.output = output
         self.request_stop = request_stop
         self.pages_crawled = 0
+        # Told the session's size after every write (one process of several: procs.py).
+        self.on_size: Callable[[int], None] | None = None
         self._asset_slots = asyncio.Semaphore(config.workers * 2)
 
     async def process_safely(self, entry: QueueEntry) -> Outcome:
@@ -118,6 +120,8 @@ class PageProcessor:
         self._check_size(self.output.archive(fetched.exchange))
 
     def _check_size(self, size: int) -> None:
+        if self.on_size is not None:
+            self.on_size(size)
         if self.config.size_limit and size >= self.config.size_limit:
             self.request_stop(StopReason.SIZE_LIMIT)
 

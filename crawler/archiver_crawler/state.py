@@ -100,16 +100,21 @@ end
 return {queued, fresh, claimed, recorded}
 """
 
-# KEYS: p, q   ARGV: owner, URLs to keep  -> number of entries of that owner put back in the
-# queue (all but the kept ones)
+# KEYS: p, q   ARGV: owner, '1' to include the owner's processes (`<owner>#...`, see
+# procs.py) or '0', URLs to keep  -> number of entries of those owners put back in the queue
+# (all but the kept ones)
 _REQUEUE_OWN = """
 local keep = {}
-for i = 2, #ARGV do keep[ARGV[i]] = true end
+for i = 3, #ARGV do keep[ARGV[i]] = true end
+local prefix = ARGV[1] .. '#'
 local all = redis.call('HGETALL', KEYS[1])
 local n = 0
 for i = 1, #all, 2 do
   local data = cjson.decode(all[i + 1])
-  if data['owner'] == ARGV[1] and not keep[data['url']] then
+  local owner = data['owner'] or ''
+  local mine = owner == ARGV[1]
+      or (ARGV[2] == '1' and string.sub(owner, 1, #prefix) == prefix)
+  if mine and not keep[data['url']] then
     redis.call('HDEL', KEYS[1], all[i])
     data['owner'] = nil
     data['started'] = nil
@@ -126,7 +131,8 @@ return n
 # whose status says it is gone for good (done, canceled, failed, or no status: scaled down
 # and forgotten) and claimed before the cutoff go back to the queue. A live instance sets
 # `running` before it claims anything and keeps a non-final status while it holds pages,
-# and its commit ignores a page that is no longer its own.
+# and its commit ignores a page that is no longer its own. A page held by one process of an
+# instance (owner `<instance>#<process>`, procs.py) goes by its instance's status.
 _SETTLE = """
 local queued = redis.call('ZCARD', KEYS[1])
 local requeued = 0
@@ -134,7 +140,8 @@ if queued == 0 then
   local all = redis.call('HGETALL', KEYS[2])
   for i = 1, #all, 2 do
     local data = cjson.decode(all[i + 1])
-    local status = data['owner'] and redis.call('HGET', KEYS[3], data['owner'])
+    local owner = data['owner'] and (string.match(data['owner'], '^(.-)#') or data['owner'])
+    local status = owner and redis.call('HGET', KEYS[3], owner)
     local gone = not status or status == 'done' or status == 'canceled' or status == 'failed'
     if gone and (data['started'] or '') < ARGV[1] then
       redis.call('HDEL', KEYS[2], all[i])
@@ -186,6 +193,7 @@ class Outcome:
     failed: str | None = None
     links: tuple[QueueEntry, ...] = ()
     assets: tuple[str, ...] = ()
+    owner: str | None = None  # journaled outcomes only: who held the page in `:p`
 
 
 @dataclass(frozen=True)
@@ -218,9 +226,13 @@ class Commands:
 
 
 class CrawlState:
-    def __init__(self, client: aioredis.Redis, crawl_id: str, instance_id: str):
+    def __init__(self, client: aioredis.Redis, crawl_id: str, instance_id: str,
+                 owner: str | None = None):
         self.redis = client
         self.instance_id = instance_id
+        # Who holds the pages this client claims in `:p`: the instance, or one process of
+        # it (`<instance>#<process>`, procs.py); status, size and commands stay the instance's.
+        self.owner = owner or instance_id
         k = crawl_id
         self.q, self.s, self.p, self.d, self.f = (f"{k}:q", f"{k}:s", f"{k}:p", f"{k}:d", f"{k}:f")
         self.excluded, self.extra_seeds = f"{k}:excluded", f"{k}:extraSeeds"
@@ -259,7 +271,8 @@ class CrawlState:
         return results
 
     @classmethod
-    async def connect(cls, url: str, crawl_id: str, instance_id: str) -> CrawlState:
+    async def connect(cls, url: str, crawl_id: str, instance_id: str,
+                      owner: str | None = None) -> CrawlState:
         client = aioredis.Redis.from_url(
             url, decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT,
             socket_timeout=COMMAND_TIMEOUT, socket_keepalive=True,
@@ -270,7 +283,7 @@ class CrawlState:
         except (RedisError, OSError) as exc:
             await client.aclose()
             raise RedisUnavailable(f"Redis is not reachable: {type(exc).__name__}") from exc
-        state = cls(client, crawl_id, instance_id)
+        state = cls(client, crawl_id, instance_id, owner)
         await state.load_scripts()
         return state
 
@@ -297,13 +310,15 @@ class CrawlState:
                  if new]
         return added, fresh
 
-    async def commit(self, outcome: Outcome | None, limit: int, now: str | None) -> Committed:
+    async def commit(self, outcome: Outcome | None, limit: int, now: str | None,
+                     owner: str | None = None) -> Committed:
         """The worker's one call between two pages, one Lua script: queue the last page's
         links, claim its requisites, record its outcome, and (unless `now` is None) claim the
-        next page. The links are in `:q` before the page leaves `:p`."""
+        next page. The links are in `:q` before the page leaves `:p`. `owner`: who holds the
+        page in `:p`, when not this client (a journaled outcome of another process)."""
         if outcome is None and now is None:
             return Committed(0, [], None, False)
-        args: list = [limit, self.instance_id, now or ""]
+        args: list = [limit, owner or self.owner, now or ""]
         assets: tuple[str, ...] = ()
         if outcome is None:
             args += ["", "", "", "", ""]
@@ -332,8 +347,16 @@ class CrawlState:
     async def requeue_own(self, keep: Iterable[str] = ()) -> int:
         """Put this instance's in-progress pages back in the queue: those a crash left (at
         start), or those it has not finished (at exit); except the `keep` URLs (archived,
-        their outcomes journaled for this instance's next session to record)."""
-        return int(await self._script(_REQUEUE_OWN, [self.p, self.q], [self.instance_id, *keep]))
+        their outcomes journaled for this instance's next session to record). The instance
+        itself (not one of its processes) takes back its processes' pages too."""
+        whole = "1" if self.owner == self.instance_id else "0"
+        return int(await self._script(_REQUEUE_OWN, [self.p, self.q],
+                                      [self.owner, whole, *keep]))
+
+    async def requeue_process(self, owner: str, keep: Iterable[str] = ()) -> int:
+        """Put the pages of one process of this instance (`owner`) back in the queue: it
+        died holding them (procs.py)."""
+        return int(await self._script(_REQUEUE_OWN, [self.p, self.q], [owner, "0", *keep]))
 
     async def settle(self, cutoff: str) -> Settled:
         """Whether the crawl is finished (one atomic read of `:q` and `:p`); with an empty

@@ -8,8 +8,10 @@ import os
 import stat
 import subprocess
 import time
+import zipfile
 
 import pytest
+from archiver_crawler.config import available_cpus
 from django.core.management import call_command
 
 from crawls.lease import db_now
@@ -97,6 +99,30 @@ def test_a_crawler_refusing_its_config_fails_the_crawl_at_once_visibly_in_status
 
 def wait_for_pages(runner, crawl, pages: int) -> None:
     drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= pages, timeout=30)
+
+
+@pytest.mark.skipif(available_cpus() < 2, reason="one CPU: the crawler runs one process")
+def test_an_instance_in_two_processes_is_one_instance_to_the_runner(make_runner, make_crawl,
+                                                                     settings):
+    with slow_site(pages=20, delay=0.3) as site:
+        crawl = make_crawl(site.url, workers=2)  # the crawler's default: 2 processes here
+        runner = make_runner(clock=db_now)
+        wait_for_pages(runner, crawl, 3)
+        call_command("pause", crawl.pk, stdout=io.StringIO())
+        drive(runner, lambda: status_of(crawl) == S.PAUSED)
+        call_command("resume", crawl.pk, stdout=io.StringIO())
+        drive(runner, is_final(crawl))
+        fetched_twice = [p for p, n in site.requests.items() if p.startswith("/gen/p") and n > 1]
+    crawl.refresh_from_db()
+    assert crawl.status == S.COMPLETE, crawl.error
+    assert crawl.pages_done == 21 and fetched_twice == []
+    assert [p.exit_code for p in crawl.processes.all()] == [0, 0]  # one instance, two sessions
+    wacz = [settings.data_dir / f.path for f in crawl.files.all()]
+    assert len(wacz) == 2
+    with zipfile.ZipFile(wacz[-1]) as zf:
+        # The second session's WARCs (the first's went with its WACZ): one per process.
+        assert len([n for n in zf.namelist() if n.startswith("archive/")]) == 2
+    assert_disjoint_archives(wacz, {site.url})
 
 
 def test_stop_from_the_cli_ends_stopped_by_user_with_an_archive(make_runner, make_crawl):
