@@ -29,7 +29,8 @@ from archiver.errors import ArchiverError
 MARK_START, MARK_END = "\ue000", "\ue001"  # highlight marks in a snippet (private use)
 MAX_QUERY = 500  # characters
 MAX_LIMIT = 200
-RANKED = 1000  # PostgreSQL ranks at most this many matches of a query (_postgres_sql)
+RANKED = 1000  # a query ranks at most this many of its matches (see _sqlite_rows)
+HEADLINE_TEXT = 600  # characters of a page's text around its first match a headline reads
 _WORD = re.compile(r"[^\W_]+")
 _BARE = re.compile(r'[^\s"()]+')
 
@@ -225,7 +226,9 @@ class Hit:
 def search(query: str, *, org: int | None = None, crawl: str | None = None,
            since: dt.datetime | None = None, limit: int = 20, offset: int = 0) -> list[Hit]:
     """The pages matching `query`, best first (bm25 / ts_rank_cd, the title counting more
-    than the text), narrowed to an org's id, a crawl's id, pages captured since."""
+    than the text), narrowed to an org's id, a crawl's id, pages captured since. A query
+    matching more than RANKED pages ranks the first RANKED its index lists (the pages
+    stored first) and lists the others after them, in that order, with rank 0."""
     tree = parse(query)
     if not 1 <= limit <= MAX_LIMIT or offset < 0:
         raise QueryError(f"limit is 1 to {MAX_LIMIT} and offset 0 or more")
@@ -235,17 +238,12 @@ def search(query: str, *, org: int | None = None, crawl: str | None = None,
         if value is not None:
             where.append(clause)
             params.append(value)
-    if connection.vendor == "postgresql":
-        found = max(RANKED, offset + limit)
-        sql = _postgres_sql(" AND ".join(where))
-        args = [to_tsquery(tree), *params, found, limit, offset]
-    else:
-        match = to_fts5(tree)
-        sql = _sqlite_sql(" AND ".join(where), pages=len(where) > 1, crawls=org is not None)
-        args = [match, *params, limit, offset, match]
+    scope = _Scope(" AND ".join(where), params, pages=len(where) > 1, crawls=org is not None)
     with connection.cursor() as cursor:
-        cursor.execute(sql, args)
-        rows = cursor.fetchall()
+        if connection.vendor == "postgresql":
+            rows = _postgres_rows(cursor, tree, scope, limit, offset)
+        else:
+            rows = _sqlite_rows(cursor, to_fts5(tree), scope, limit, offset)
     return [Hit(*row[:4], _aware(row[4]), row[5].rsplit("/", 1)[-1], row[6] or "",
                 abs(float(row[7]))) for row in rows]
 
@@ -259,45 +257,125 @@ def _aware(value) -> dt.datetime | None:
     return value
 
 
+@dataclass(frozen=True)
+class _Scope:
+    where: str  # on crawls_pagetext p and crawls_crawl c
+    params: list
+    pages: bool  # whether `where` names p
+    crawls: bool  # whether it names c
+
+
 _COLUMNS = "p.crawl_id, o.slug, p.url, p.title, p.captured_at, f.path"
 _JOINS = ("JOIN crawls_crawl c ON c.id = p.crawl_id JOIN crawls_org o ON o.id = c.org_id "
           "JOIN crawls_crawlfile f ON f.id = p.file_id")
 
+# Why a cap on ranking, on both databases: ranking reads every match (bm25 its row's size and
+# hit lists, ts_rank_cd its tsvector), and a common word matches most pages. Over 100,000
+# pages bm25 over every match of the most frequent words took 52 to 94 CPU-ms (1 to 4 ms over
+# RANKED), and ts_rank_cd took a one-word query's p99 past 200 ms (bench/README.md, search.py). The first RANKED matches in the index's own order are the ones
+# each database finds without reading the rest: FTS5's doclists are in rowid order (the order
+# pages were stored, ids never reused), a GIN bitmap scan goes in the table's order (the
+# order rows were stored, but for space freed by a reindex and reused). Finding the newest
+# RANKED instead costs a sort of every match on PostgreSQL, or a primary-key walk that reads
+# the tsvector of every row it passes: 20 to 180 ms for one word at 100,000 pages.
 
-def _sqlite_sql(where: str, pages: bool, crawls: bool) -> str:
-    # bm25 is lower for better matches; the title weighs 5 times the text. A common word
-    # matches most pages: they are ranked on the index alone (joined to the tables only to
-    # narrow them), and the snippet, which reads a page's text, is made for the page of
-    # results only, in the outer query (its rowid and MATCH find each row directly).
-    narrow = (("JOIN crawls_pagetext p ON p.id = t.rowid " if pages else "")
-              + ("JOIN crawls_crawl c ON c.id = p.crawl_id " if crawls else ""))
-    return (f"WITH hits AS (SELECT t.rowid AS id, bm25(crawls_pagetext_fts, 5.0, 1.0) AS rank "
-            f"FROM crawls_pagetext_fts t {narrow}WHERE crawls_pagetext_fts MATCH %s AND {where} "
-            f"ORDER BY rank, t.rowid LIMIT %s OFFSET %s) "
+
+def _sqlite_rows(cursor, match: str, scope: _Scope, limit: int, offset: int) -> list[tuple]:
+    """The ranked part first (rowids up to the RANKED-th match's), then the rest unranked."""
+    cursor.execute(f"SELECT t.rowid {_sqlite_from(scope)} ORDER BY t.rowid LIMIT 1 OFFSET %s",
+                   [match, *scope.params, RANKED - 1])
+    found = cursor.fetchone()
+    cutoff = found[0] if found else None  # None: fewer match, all are ranked
+    ranked_end = offset + limit if cutoff is None else RANKED
+    rows = []
+    if offset < ranked_end:
+        last = cutoff if cutoff is not None else _LAST_ROWID
+        cursor.execute(_sqlite_sql(scope, ranked=True),
+                       [match, *scope.params, last, min(offset + limit, ranked_end) - offset,
+                        offset, match])
+        rows += cursor.fetchall()
+    if cutoff is not None and offset + limit > RANKED:
+        start = max(offset - RANKED, 0)
+        cursor.execute(_sqlite_sql(scope, ranked=False),
+                       [match, *scope.params, cutoff, offset + limit - RANKED - start, start, match])
+        rows += cursor.fetchall()
+    return rows
+
+
+_LAST_ROWID = 2**63 - 1
+
+
+def _sqlite_from(scope: _Scope) -> str:
+    # Joined to the tables only to narrow the matches: the index alone lists and ranks them.
+    narrow = (("JOIN crawls_pagetext p ON p.id = t.rowid " if scope.pages else "")
+              + ("JOIN crawls_crawl c ON c.id = p.crawl_id " if scope.crawls else ""))
+    return (f"FROM crawls_pagetext_fts t {narrow}"
+            f"WHERE crawls_pagetext_fts MATCH %s AND {scope.where}")
+
+
+def _sqlite_sql(scope: _Scope, ranked: bool) -> str:
+    # bm25 is lower for better matches; the title weighs 5 times the text. The snippet reads
+    # a page's text: made for the page of results only, in the outer query, where each row
+    # is found by its rowid and MATCH. CROSS JOIN keeps `hits` the outer loop: left to
+    # itself the planner scanned every match of the MATCH there and looked each up in
+    # `hits`, 300 to 700 ms for a word in most of 100,000 pages (the one-word p99).
+    if ranked:
+        rank, part, inner, outer = ("bm25(crawls_pagetext_fts, 5.0, 1.0)", "t.rowid <= %s",
+                                    "rank, t.rowid", "hits.rank, hits.id")
+    else:
+        rank, part, inner, outer = "0.0", "t.rowid > %s", "t.rowid", "hits.id"
+    return (f"WITH hits AS (SELECT t.rowid AS id, {rank} AS rank {_sqlite_from(scope)} "
+            f"AND {part} ORDER BY {inner} LIMIT %s OFFSET %s) "
             f"SELECT {_COLUMNS}, snippet(crawls_pagetext_fts, 1, '{MARK_START}', '{MARK_END}', "
             f"'…', 24), hits.rank "
-            f"FROM hits JOIN crawls_pagetext_fts ON crawls_pagetext_fts.rowid = hits.id "
+            f"FROM hits CROSS JOIN crawls_pagetext_fts ON crawls_pagetext_fts.rowid = hits.id "
             f"JOIN crawls_pagetext p ON p.id = hits.id {_JOINS} "
-            f"WHERE crawls_pagetext_fts MATCH %s ORDER BY hits.rank, p.id")
+            f"WHERE crawls_pagetext_fts MATCH %s ORDER BY {outer}")
 
 
-def _postgres_sql(where: str) -> str:
-    # A common word matches most pages, and ts_rank_cd reads each match's tsvector (out of
-    # line, in TOAST): over 100,000 pages that alone took a one-word query's p99 past 200 ms
-    # (bench/search.py). So only the first RANKED matches the GIN index's bitmap finds (in the
-    # table's order: no sort, the scan stops there) are ranked; a query matching fewer is
-    # ranked in full, as before. Matches past them (`n`) follow unranked, in the same scan
-    # order, so paging on still lists every match once. ts_headline parses a page's text
-    # again: only for the page of results, in the outer query.
-    return (f"WITH q AS (SELECT to_tsquery('simple', %s) AS q), "
+def _postgres_rows(cursor, tree, scope: _Scope, limit: int, offset: int) -> list[tuple]:
+    cursor.execute(_postgres_sql(scope), [to_tsquery(tree), _first_match_regex(tree),
+                                          *scope.params, max(RANKED, offset + limit), limit,
+                                          offset])
+    return cursor.fetchall()
+
+
+def _first_match_regex(tree) -> str:
+    """A regular expression whose first group is the text before the first place it holds a
+    word the query looks for (a phrase's first word, a prefix's start)."""
+    words = [(term.words[0], term.prefix and len(term.words) == 1) for term in _positives(tree)]
+    return (r"(?i)^(.*?)\m(?:" + "|".join(w + ("" if prefix else r"\M") for w, prefix in words)
+            + ")")
+
+
+def _positives(tree) -> list[Term]:
+    if isinstance(tree, Term):
+        return [tree]
+    if isinstance(tree, Not):
+        return []
+    return [term for item in tree.items for term in _positives(item)]
+
+
+def _postgres_sql(scope: _Scope) -> str:
+    # Only the first RANKED matches the GIN index's bitmap finds (in the table's order: no
+    # sort, the scan stops there) are ranked; a query matching fewer is ranked in full. Matches
+    # past them (`n`) follow unranked, in the same scan order, so paging on still lists every
+    # match once. ts_headline parses all the text it is given (8 ms of a one-word query's
+    # 24 ms for 20 results of 150 words at 100,000 pages, and a page's text may be 256 k
+    # characters), so it is given HEADLINE_TEXT characters around the first place the text
+    # holds a word of the query (a regular expression, no parsing), or the text's start
+    # when the match is in the title only.
+    narrow = "JOIN crawls_crawl c ON c.id = p.crawl_id " if scope.crawls else ""
+    return (f"WITH q AS (SELECT to_tsquery('simple', %s) AS q, %s::text AS first), "
             f"found AS (SELECT p.id, p.search, row_number() OVER () AS n "
-            f"FROM crawls_pagetext p CROSS JOIN q JOIN crawls_crawl c ON c.id = p.crawl_id "
-            f"WHERE p.search @@ q.q AND {where} LIMIT %s), "
+            f"FROM crawls_pagetext p CROSS JOIN q {narrow}"
+            f"WHERE p.search @@ q.q AND {scope.where} LIMIT %s), "
             f"hits AS (SELECT found.id, CASE WHEN n <= {RANKED} THEN ts_rank_cd(found.search, q.q) "
             f"ELSE 0 END AS rank, n FROM found CROSS JOIN q "
             f"ORDER BY n > {RANKED}, rank DESC, CASE WHEN n > {RANKED} THEN n ELSE 0 END, found.id "
             f"LIMIT %s OFFSET %s) "
-            f"SELECT {_COLUMNS}, ts_headline('simple', left(p.text, 100000), q.q, "
+            f"SELECT {_COLUMNS}, ts_headline('simple', substr(p.text, 1 + greatest(coalesce(length("
+            f"substring(p.text from q.first)), 0) - {HEADLINE_TEXT // 2}, 0), {HEADLINE_TEXT}), q.q, "
             f"'StartSel={MARK_START}, StopSel={MARK_END}, MaxWords=30, MinWords=10, "
             f"MaxFragments=2, FragmentDelimiter=\" … \"'), hits.rank "
             f"FROM hits JOIN crawls_pagetext p ON p.id = hits.id {_JOINS} CROSS JOIN q "

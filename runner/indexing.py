@@ -23,10 +23,10 @@ from django.db import transaction
 
 from crawls import storage
 from crawls.models import INDEX_RETRY, TEXT_INDEXED, CrawlFile, PageText
+from crawls.models.search import PageRow
 from runner import archive
 
 log = logging.getLogger("runner.daemon")
-BATCH = 500
 
 
 def index_next(data_dir: Path, now: dt.datetime, stop: threading.Event | None = None,
@@ -49,10 +49,7 @@ def index_file(data_dir: Path, file: CrawlFile, now: dt.datetime,
     try:
         with transaction.atomic(), kept_entries(data_dir, file, limits, store) as entries:
             PageText.objects.filter(file=file).delete()
-            count = 0
-            for batch in batches(page_texts(file, entries)):
-                PageText.objects.bulk_create(batch)
-                count += len(batch)
+            count = PageText.objects.add(file.crawl_id, file.pk, page_rows(entries))
     except (archive.Refused, OSError, storage.StorageError) as exc:
         if stop is not None and stop.is_set():  # the runner stops: nothing written, due again
             file.index_failed("interrupted", now)
@@ -77,8 +74,9 @@ def kept_entries(data_dir: Path, file: CrawlFile, limits: archive.Limits,
         yield archive.page_entries(handle, file.size, limits)
 
 
-def page_texts(file: CrawlFile, entries: Iterator[dict]) -> Iterator[PageText]:
-    """The entries that are pages (a URL, and a title or a text), as rows."""
+def page_rows(entries: Iterator[dict]) -> Iterator[PageRow]:
+    """The entries that are pages (a URL, and a title or a text), bounded, without the NULs
+    PostgreSQL's text refuses."""
     for entry in entries:
         url, title, text = entry.get("url"), entry.get("title"), entry.get("text")
         if not isinstance(url, str) or not url:
@@ -86,19 +84,12 @@ def page_texts(file: CrawlFile, entries: Iterator[dict]) -> Iterator[PageText]:
         title = title if isinstance(title, str) else ""
         text = text if isinstance(text, str) else ""
         if title or text:
-            yield PageText(crawl_id=file.crawl_id, file=file, url=url[:8000], title=title[:2000],
-                           text=text[:TEXT_INDEXED], captured_at=_time(entry.get("ts")))
+            yield (_clean(url[:8000]), _clean(title[:2000]), _clean(text[:TEXT_INDEXED]),
+                   _time(entry.get("ts")))
 
 
-def batches(rows: Iterator[PageText]) -> Iterator[list[PageText]]:
-    batch = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= BATCH:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+def _clean(value: str) -> str:
+    return value.replace("\x00", "") if "\x00" in value else value
 
 
 def _time(value) -> dt.datetime | None:

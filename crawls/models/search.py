@@ -9,13 +9,59 @@ search function over both is crawls/search.py.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable, Iterator
 
-from django.db import models
+from django.db import connection, models
 from django.db.models import Q
 
 INDEX_LEASE = dt.timedelta(minutes=10)  # an indexing pass interrupted is taken again after this
 INDEX_RETRY = dt.timedelta(minutes=30)  # a file that could not be read is tried again after this
 TEXT_INDEXED = 256 << 10  # characters of a page's text indexed (tsvector caps at 1 MB)
+
+
+BATCH = 500  # rows of one INSERT on SQLite
+
+# A page's (url, title, text, captured_at), as the indexer reads it from a page list.
+PageRow = tuple[str, str, str, dt.datetime | None]
+
+
+class PageTextQuerySet(models.QuerySet):
+    def add(self, crawl_id: str, file_id: int, rows: Iterable[PageRow]) -> int:
+        """Store the rows as PageTexts of that crawl's file: how many."""
+        if connection.vendor == "postgresql":
+            return self._copy(crawl_id, file_id, rows)
+        count = 0
+        for batch in _batches(rows):
+            self.bulk_create(PageText(crawl_id=crawl_id, file_id=file_id, url=url, title=title,
+                                      text=text, captured_at=at)
+                             for url, title, text, at in batch)
+            count += len(batch)
+        return count
+
+    def _copy(self, crawl_id: str, file_id: int, rows: Iterable[PageRow]) -> int:
+        # COPY rather than INSERTs of 500 rows (issue 24: indexing >= 2,000 pages/s at
+        # 100,000 pages; the INSERTs reached 1,540 on a quiet machine): the server parses no
+        # statement of 3,000 parameters, builds no model objects, and computes each row's
+        # tsvector and GIN entries while this process still reads and sends the next rows.
+        count = 0
+        with connection.cursor() as cursor, cursor.copy(
+                "COPY crawls_pagetext (crawl_id, file_id, url, title, text, captured_at) "
+                "FROM STDIN") as copy:
+            for url, title, text, at in rows:
+                copy.write_row((crawl_id, file_id, url, title, text, at))
+                count += 1
+        return count
+
+
+def _batches(rows: Iterable[PageRow]) -> Iterator[list[PageRow]]:
+    batch = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 class PageText(models.Model):
@@ -27,6 +73,8 @@ class PageText(models.Model):
     title = models.TextField(blank=True, default="")
     text = models.TextField(blank=True, default="")
     captured_at = models.DateTimeField(null=True, blank=True)
+
+    objects = PageTextQuerySet.as_manager()
 
     class Meta:
         indexes = [models.Index(fields=["crawl", "captured_at"], name="pagetext_crawl_time")]

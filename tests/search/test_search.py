@@ -146,15 +146,41 @@ def test_results_are_paged(indexed):
 
 
 def test_past_the_ranked_matches_every_match_is_still_listed_once(indexed, monkeypatch):
-    # PostgreSQL ranks only the first RANKED matches (crawls/search.py); here 3 of 8.
+    # Both databases rank only the first RANKED matches their index lists (crawls/search.py,
+    # the pages stored first); here 3 of 8, paged 2 at a time so one page holds both parts.
     monkeypatch.setattr(search, "RANKED", 3)
     indexed([real_crawler_page(f"https://a.test/{i}", f"Page {i}", "common words " * (i + 1))
              for i in range(8)])
-    pages = [search.search("common", limit=3, offset=start) for start in (0, 3, 6)]
-    listed = [url for hits in pages for url in urls(hits)]
-    assert sorted(listed) == sorted(f"https://a.test/{i}" for i in range(8))
-    ranks = [hit.rank for hit in pages[0]]
-    assert ranks == sorted(ranks, reverse=True) and ranks[-1] > 0
+    pages = [search.search("common", limit=2, offset=start) for start in (0, 2, 4, 6)]
+    listed = [hit for hits in pages for hit in hits]
+    assert sorted(urls(listed)) == sorted(f"https://a.test/{i}" for i in range(8))
+    # Within the ranked three, the page saying it most often is first; the rest follow in
+    # the order they were stored, unranked.
+    assert urls(listed) == [f"https://a.test/{i}" for i in (2, 1, 0, 3, 4, 5, 6, 7)]
+    ranks = [hit.rank for hit in listed]
+    assert ranks[0] > ranks[1] > ranks[2] > 0 and ranks[3:] == [0] * 5
+
+
+def test_a_query_matching_fewer_than_the_ranked_is_ranked_in_full(indexed, monkeypatch):
+    monkeypatch.setattr(search, "RANKED", 3)
+    indexed([real_crawler_page(f"https://a.test/{i}", f"Page {i}", "rare words " * (i + 1))
+             for i in range(3)])
+    hits = search.search("rare", limit=2) + search.search("rare", limit=2, offset=2)
+    assert urls(hits) == [f"https://a.test/{i}" for i in (2, 1, 0)] and hits[-1].rank > 0
+
+
+def test_the_snippet_marks_a_match_deep_in_a_long_text(indexed):
+    indexed([real_crawler_page("https://a.test/long", "Long", "filler " * 20_000 + "a needle here"),
+             real_crawler_page("https://a.test/titled", "Needle in the title", "no match here")])
+    hits = {hit.url: hit for hit in search.search("needle")}
+    assert f"{search.MARK_START}needle{search.MARK_END}" in hits["https://a.test/long"].snippet
+    assert "no match here" in hits["https://a.test/titled"].snippet_text()
+
+
+def test_a_page_text_holding_nul_characters_is_indexed_without_them(indexed):
+    indexed([real_crawler_page("https://a.test/nul", "Zero\x00byte", "nul\x00led text")])
+    (hit,) = search.search("nulled")
+    assert hit.title == "Zerobyte"
 
 
 def test_an_org_token_never_sees_another_orgs_pages(indexed, client, django_user_model,
