@@ -126,7 +126,7 @@ def test_a_second_signal_abandons_every_process_pages_and_hands_them_back(spawn,
     with serve_site(pages=40) as site:
         for path, response in site.routes.items():
             if path.startswith("/gen/p"):
-                response.delay = 3  # pages in flight in both processes when the signals come
+                response.delay = 30  # pages in flight in both processes when the signals come
         crawler = spawn(site.url, "--workers", "4", "--processes", "2", "--generateWACZ")
         wait_for(lambda: len({json.loads(v)["owner"] for v in r.hvals("crawl1:p")}) == 2)
         crawler.proc.send_signal(signal.SIGINT)
@@ -135,7 +135,8 @@ def test_a_second_signal_abandons_every_process_pages_and_hands_them_back(spawn,
         started = time.monotonic()
         crawler.proc.send_signal(signal.SIGINT)
         assert crawler.wait() == 13
-        assert time.monotonic() - started < 3  # the 3 s pages in flight were not waited for
+        # The 30 s pages in flight were not waited for (a bound a slow machine keeps well inside).
+        assert time.monotonic() - started < 20
     assert r.hgetall("crawl1:status") == {INSTANCE: "interrupted"}
     assert r.hlen("crawl1:p") == 0 and r.zcard("crawl1:q") >= 2  # abandoned, handed back
     assert not crawler.collection.wacz.exists()
