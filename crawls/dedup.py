@@ -3,8 +3,9 @@
 Kept WACZs are read here, off the supervise tick (runner/steps/periodic.py): the payload
 digests of their responses go into PayloadDigest (first holder wins), the archives their
 datapackage.json requires into FileDependency. Before a deduplicating crawl's launch the
-org's digests are handed to its crawler in Redis (`<crawl id>:dedup`, see the crawler's
-dedup.py). Deleting an archive others require is refused, naming them.
+org's digests are handed to its crawler in Redis: `<crawl id>:dedup` for archiver's (see the
+crawler's dedup.py), the index layout of its own for browsertrix-crawler. Deleting an
+archive others require is refused, naming them.
 """
 
 from __future__ import annotations
@@ -105,16 +106,22 @@ def requirement(crawl_file: CrawlFile) -> dict:
             "crawlId": crawl_file.crawl_id}
 
 
+def _known(crawl):
+    """(digest, date, file id, source crawl id, url) of every payload the org kept, but
+    in `crawl`'s own files."""
+    return (PayloadDigest.objects.filter(org_id=crawl.org_id)
+            .exclude(crawl_file__crawl_id=crawl.pk)
+            .values_list("digest", "date", "crawl_file_id", "crawl_file__crawl_id", "url")
+            .iterator(chunk_size=_HANDED))
+
+
 def hand_to_crawler(client, crawl) -> int:
     """Fill `<crawl id>:dedup` (digest -> "<date> <file pk> <url>") and `<crawl id>:dedup:files`
-    for the crawler; how many digests. Replaces what a previous launch left."""
+    for archiver's crawler; how many digests. Replaces what a previous launch left."""
     key, files_key = f"{crawl.pk}:dedup", f"{crawl.pk}:dedup:files"
     client.delete(key, files_key)
-    digests = (PayloadDigest.objects.filter(org_id=crawl.org_id)
-               .exclude(crawl_file__crawl_id=crawl.pk)
-               .values_list("digest", "date", "crawl_file_id", "url"))
     total, chunk, file_ids = 0, {}, set()
-    for digest, date, file_id, url in digests.iterator(chunk_size=_HANDED):
+    for digest, date, file_id, _, url in _known(crawl):
         chunk[digest] = f"{date} {file_id} {url}"
         file_ids.add(file_id)
         if len(chunk) >= _HANDED:
@@ -128,6 +135,69 @@ def hand_to_crawler(client, crawl) -> int:
             str(f.pk): json.dumps(requirement(f))
             for f in CrawlFile.objects.filter(pk__in=file_ids)})
     return total
+
+
+# browsertrix-crawler's dedup index (1.12 and later; its docs/develop/dedupe.md and
+# src/util/state.ts). It looks every payload up in the Redis of its --redisDedupeUrl, which
+# defaults to its own crawl's Redis: `alldupes` maps the digest, without its `sha256:`, to a
+# crawl id, `h:<that id>` maps it to "<WACZ index> <date, digits only> <URL> <size>", and
+# the WACZ index is a position in `c:<that id>:wacz`, whose JSON entries it copies into its
+# datapackage.json's relation.requires. So no option is needed: the runner writes that
+# layout into the crawl's own Redis database and the crawler reads it there.
+BROWSERTRIX_ALL = "alldupes"
+
+
+def hand_to_browsertrix(client, crawl) -> int:
+    """Fill browsertrix-crawler's dedup index with the org's kept payloads; how many.
+
+    Each source crawl is one crawl id of that layout, its kept files its list of WACZs. The
+    size is 0: archiver keeps no record sizes, and the crawler uses them only to count the
+    bytes it saved. A URL holding a space would break the space-separated value and is left
+    out (a crawler URL never holds one unescaped). Keys of the crawl's own id are the
+    crawler's, from an earlier session, and stay."""
+    own = {f"h:{crawl.pk}", f"h:{crawl.pk}:counts", f"c:{crawl.pk}:wacz"}
+    stale = [k for pattern in ("h:*", "c:*:wacz") for k in client.scan_iter(match=pattern)
+             if (k.decode() if isinstance(k, bytes) else k) not in own]
+    client.delete(BROWSERTRIX_ALL, "allcrawls", *stale)
+    positions: dict[int, tuple[str, int]] = {}  # file id -> (its crawl id, its index)
+    per_crawl: dict[str, list[int]] = {}
+    total, owners, values = 0, {}, {}
+    for digest, date, file_id, source, url in _known(crawl):
+        if " " in url:
+            continue
+        if file_id not in positions:
+            files = per_crawl.setdefault(source, [])
+            positions[file_id] = (source, len(files))
+            files.append(file_id)
+        key = digest.rsplit(":", 1)[-1]
+        owners[key] = source
+        index = positions[file_id][1]
+        values.setdefault(source, {})[key] = f"{index} {''.join(filter(str.isdigit, date))} {url} 0"
+        total += 1
+        if len(owners) >= _HANDED:
+            _write_browsertrix(client, owners, values)
+            owners, values = {}, {}
+    _write_browsertrix(client, owners, values)
+    if per_crawl:
+        files = CrawlFile.objects.in_bulk([f for ids in per_crawl.values() for f in ids])
+        with client.pipeline(transaction=False) as pipe:
+            for source, ids in per_crawl.items():
+                pipe.rpush(f"c:{source}:wacz", *(json.dumps(
+                    {"filename": file_name(files[i]), "hash": f"sha256:{files[i].sha256}",
+                     "size": files[i].size}) for i in ids))
+            pipe.sadd("allcrawls", *per_crawl)
+            pipe.execute()
+    return total
+
+
+def _write_browsertrix(client, owners: dict, values: dict) -> None:
+    if not owners:
+        return
+    with client.pipeline(transaction=False) as pipe:
+        pipe.hset(BROWSERTRIX_ALL, mapping=owners)
+        for source, mapping in values.items():
+            pipe.hset(f"h:{source}", mapping=mapping)
+        pipe.execute()
 
 
 def with_required(files: list[CrawlFile]) -> list[CrawlFile]:

@@ -85,23 +85,22 @@ def crawler_config(rt: Runtime, crawl: Crawl, now: dt.datetime) -> dict:
         values["sizeLimit"] = max(config.size_limit - crawl.size_bytes, 1)
     if config.time_limit and not crawl.config_override:
         values["timeLimit"] = max(int(config.time_limit - crawl.elapsed_seconds), 1)
-    if deduplicates(rt, crawl):
-        values["dedup"] = True
+    if crawl.dedup_enabled and not rt.settings.browser_crawler(rt.launcher.name):
+        values["dedup"] = True  # browsertrix-crawler needs no option: it reads its index
     return values
 
 
-def deduplicates(rt: Runtime, crawl: Crawl) -> bool:
-    """Only archiver's own crawler takes --dedup (the real one has no such option here)."""
-    return crawl.dedup_enabled and "browsertrix" not in rt.settings.crawler_name(rt.launcher.name)
-
-
 def hand_known_payloads(rt: Runtime, crawl: Crawl) -> None:
-    """The org's kept payload digests, in the crawl's Redis before its first launch (they
-    stay there until the crawl's database is flushed, for relaunches and scale-ups)."""
+    """The org's kept payload digests, in the crawl's Redis before its first launch, in the
+    layout its crawler reads (they stay until the crawl's database is flushed, for
+    relaunches and scale-ups)."""
     client = rt.store.client(crawl.redis_db)
     if client.exists(f"{crawl.pk}:dedup:done"):
         return
-    count = dedup.hand_to_crawler(client, crawl)
+    if rt.settings.browser_crawler(rt.launcher.name):
+        count = dedup.hand_to_browsertrix(client, crawl)
+    else:
+        count = dedup.hand_to_crawler(client, crawl)
     client.set(f"{crawl.pk}:dedup:done", count)
     rt.note(crawl, f"deduplicating against {count} payload(s) the org kept")
 
@@ -153,7 +152,7 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
         raise CrawlFailed(f"cannot prepare its crawler's folder: {exc}") from exc
     config = crawl.launch_config()
     profile = browser_profile(rt, crawl, config)  # before Redis grants anything: it may refuse
-    if deduplicates(rt, crawl):
+    if crawl.dedup_enabled:
         hand_known_payloads(rt, crawl)
     browser_args = crawler_browser_args(rt, config)
     spec = LaunchSpec(

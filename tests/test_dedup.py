@@ -33,15 +33,15 @@ def exchange(url: str, body: bytes) -> Exchange:
 
 
 def kept_wacz(data_dir: Path, crawl: Crawl, pages: dict[str, bytes],
-              known: KnownPayloads | None = None) -> CrawlFile:
+              known: KnownPayloads | None = None, name: str = "coll") -> CrawlFile:
     """A real WACZ written by archiver's crawler code, recorded as the crawl's kept file."""
-    work = data_dir / "work" / crawl.pk / "collections" / "coll"
-    warc = WarcFile(work / "archive", "i0", "coll")
+    work = data_dir / "work" / crawl.pk / "collections" / name
+    warc = WarcFile(work / "archive", "i0", name)
     for url, body in pages.items():
         warc.write(exchange(url, body), known)
     warc.close()
-    wacz = build_wacz(work, "coll")
-    relative = f"archives/{crawl.pk}/coll.wacz"
+    wacz = build_wacz(work, name)
+    relative = f"archives/{crawl.pk}/{name}.wacz"
     target = data_dir / relative
     target.parent.mkdir(parents=True, exist_ok=True)
     wacz.rename(target)
@@ -139,3 +139,55 @@ def test_the_wacz_of_a_deduplicated_crawl_names_the_required_archive(two_crawls)
     with zipfile.ZipFile(conf.get().data_dir / second_file.path) as zf:
         package = json.loads(zf.read("datapackage.json"))
     assert package["relation"]["requires"] == [dedup.requirement(first_file)]
+
+
+def browsertrix_lookup(client, own_id: str, digest: str) -> tuple[str, str, str, dict] | None:
+    """What browsertrix-crawler 1.12-1.14 reads for a payload (src/util/state.ts: getHashDupe,
+    then getDupeDependentCrawls for the WACZ a revisit makes its archive require):
+    (refers-to URL, refers-to date, source crawl id, the requires entry)."""
+    key = digest.split(":")[-1]
+    source = client.hget("alldupes", key) or own_id
+    value = client.hget(f"h:{source}", key)
+    if value is None:
+        return None
+    index, date, url, size = value.split(" ")
+    assert int(size) >= 0 and date.isdigit()
+    entry = json.loads(client.lindex(f"c:{source}:wacz", int(index)))
+    return url, date, source, {**entry, "crawlId": source}
+
+
+def test_browsertrix_crawlers_get_the_orgs_payloads_in_their_own_index_layout(conf_data_dir, redis_url):
+    first, other, recrawl = finished_crawl(), finished_crawl(), finished_crawl()
+    early = kept_wacz(conf_data_dir, first, {"http://x/a": b"one"})
+    later = kept_wacz(conf_data_dir, first, {"http://x/b": b"two", "http://x/has space": b"sp"},
+                      name="later")
+    elsewhere = kept_wacz(conf_data_dir, other, {"http://x/c": b"three"})
+    kept_wacz(conf_data_dir, recrawl, {"http://x/d": b"its own"})
+    while dedup.index_pending(conf.get()):
+        pass
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client.hset(f"h:{recrawl.pk}", "ownhash", "0 20260101000000 http://x/d 5")  # an earlier session's
+    client.rpush("c:gone:wacz", "{}")  # a previous handing's leftovers
+    assert dedup.hand_to_browsertrix(client, recrawl) == 3
+
+    def digest_of(url):
+        return PayloadDigest.objects.get(url=url).digest
+
+    def requires(kept):
+        return {"filename": dedup.requirement(kept)["filename"], "hash": f"sha256:{kept.sha256}",
+                "size": kept.size}
+
+    assert browsertrix_lookup(client, recrawl.pk, digest_of("http://x/a")) == (
+        "http://x/a", "20260102030405", first.pk, {**requires(early), "crawlId": first.pk})
+    assert browsertrix_lookup(client, recrawl.pk, digest_of("http://x/b")) == (
+        "http://x/b", "20260102030405", first.pk, {**requires(later), "crawlId": first.pk})
+    assert browsertrix_lookup(client, recrawl.pk, digest_of("http://x/c"))[2:] == (
+        other.pk, {**requires(elsewhere), "crawlId": other.pk})
+    assert browsertrix_lookup(client, recrawl.pk, digest_of("http://x/has space")) is None
+    assert browsertrix_lookup(client, recrawl.pk, digest_of("http://x/d")) is None  # its own file
+    assert client.hget(f"h:{recrawl.pk}", "ownhash")  # the crawler's own keys stay
+    assert not client.exists("c:gone:wacz")
+    assert client.smembers("allcrawls") == {first.pk, other.pk}
+    assert dedup.hand_to_browsertrix(client, recrawl) == 3  # again: the same, nothing doubled
+    assert client.llen(f"c:{first.pk}:wacz") == 2
+    client.close()

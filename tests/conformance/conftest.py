@@ -20,12 +20,14 @@ __all__ = ["data_dir", "endpoint", "make_crawl", "make_runner", "org", "settings
 
 @pytest.fixture
 def fake_runner(make_runner, settings):
-    """make(**script): a runner on the real clock whose crawlers are fake_crawler.py, scripted
+    """make(**script): a runner on the real clock whose crawlers are fake_crawler.py (taken for
+    browsertrix-crawler, as ARCHIVER_CRAWLER_KIND=browsertrix says), scripted
     by <data_dir>/conformance.json."""
 
     def make(**script):
         (settings.data_dir / "conformance.json").write_text(json.dumps(script))
-        fake_settings = settings.model_copy(update={"local_crawler_command": (sys.executable, str(FAKE))})
+        fake_settings = settings.model_copy(update={"local_crawler_command": (sys.executable, str(FAKE)),
+                                                    "crawler_kind": "browsertrix"})
         return make_runner(LocalLauncher(fake_settings), settings=fake_settings, clock=db_now)
 
     return make

@@ -16,7 +16,11 @@ It fetches its seeds (no links) over HTTP, one page at a time, and on the way:
   WARC stays in archive/, and the next session's WACZ holds it);
 - `"fatal": "<message>"` in the script: a fatal error under --restartsOnError, i.e. a fatal
   line in `:e` and the log, status `failed`, exit 0;
-- SIGKILL (the test kills it as `docker kill` would): 137, and no OOM flag.
+- SIGKILL (the test kills it as `docker kill` would): 137, and no OOM flag;
+- deduplication as 1.12 and later do it against the crawl's own Redis (no option): a payload
+  whose sha256 `alldupes` and `h:<crawl id>` know becomes a revisit record, and the WACZ's
+  datapackage.json requires the `c:<crawl id>:wacz` entries its revisits point into; a new
+  payload goes into `h:<own id>`. Its CDXJ index carries every record's digest.
 
 The script is `<data_dir>/conformance.json` (the instance folder is
 <data_dir>/crawls/<crawl>/<instance>): {"delay": seconds per page, "pending_wait": seconds,
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import hashlib
 import json
 import os
 import signal
@@ -80,7 +85,7 @@ class Fake:
     def run(self) -> int:
         if self.r.hget(f"{self.id}:status", self.host) == "done":
             return 0  # a relaunched instance that finished: exits at once, as the real one
-        for sub in ("archive", "pages"):
+        for sub in ("archive", "pages", "indexes"):
             (self.collection / sub).mkdir(parents=True, exist_ok=True)
         self.status("running")
         if self.script.get("fatal"):
@@ -109,9 +114,7 @@ class Fake:
             self.r.lpush(f"{self.id}:pages", json.dumps(
                 {**record, "title": "", "loadState": 0, "filename": self.upload_name}))
             return
-        with gzip.open(self.warc, "ab") as warc:
-            warc.write(f"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: {url}\r\n"
-                       f"Content-Length: {len(body)}\r\n\r\n".encode() + body + b"\r\n\r\n")
+        self.record(url, body, status, mime)
         page = {**record, "title": url, "status": status, "mime": mime, "loadState": 4}
         with open(self.collection / "pages" / "pages.jsonl", "a") as pages:
             if pages.tell() == 0:
@@ -121,6 +124,43 @@ class Fake:
         self.r.incr(f"{self.id}:d")
         size = sum(p.stat().st_size for p in (self.collection / "archive").iterdir())
         self.r.hset(f"{self.id}:size", self.host, size)
+
+    def record(self, url: str, body: bytes, status: int, mime: str) -> None:
+        digest = hashlib.sha256(body).hexdigest()
+        stamp = dt.datetime.now(dt.UTC)
+        source = self.r.hget("alldupes", digest) or self.id
+        known = self.r.hget(f"h:{source}", digest)
+        headers = [f"WARC-Target-URI: {url}", f"WARC-Date: {stamp:%Y-%m-%dT%H:%M:%SZ}",
+                   f"WARC-Record-ID: <urn:uuid:{uuid.uuid4()}>", f"WARC-Payload-Digest: sha256:{digest}"]
+        if known:
+            index, date, refers_to, _size = known.split(" ")
+            kind, block = "revisit", b""
+            headers += ["WARC-Profile: http://netpreserve.org/warc/1.1/revisit/identical-payload-digest",
+                        f"WARC-Refers-To-Target-URI: {refers_to}",
+                        f"WARC-Refers-To-Date: {dt.datetime.strptime(date[:14], '%Y%m%d%H%M%S'):%Y-%m-%dT%H:%M:%SZ}"]
+            if source != self.id:
+                self.r.sadd(f"{self.id}:duperef", f"{source} {index}")
+        else:
+            kind, block = "response", body
+            self.r.hsetnx(f"h:{self.id}", digest, f"0 {stamp:%Y%m%d%H%M%S} {url} {len(body)}")
+        head = "".join(f"{h}\r\n" for h in [f"WARC-Type: {kind}", *headers,
+                                               f"Content-Length: {len(block)}"])
+        with gzip.open(self.warc, "ab") as warc:
+            warc.write(f"WARC/1.1\r\n{head}\r\n".encode() + block + b"\r\n\r\n")
+        entry = {"url": url, "digest": f"sha256:{digest}", "status": str(status),
+                 "mime": "warc/revisit" if known else mime, "filename": self.warc.name}
+        with open(self.collection / "indexes" / "index.cdxj", "a") as index:
+            index.write(f"{url} {stamp:%Y%m%d%H%M%S} {json.dumps(entry)}\n")
+
+    def requires(self) -> list[dict]:
+        """The WACZs of other crawls its revisits point into, as its datapackage.json names them."""
+        found = []
+        for ref in sorted(self.r.smembers(f"{self.id}:duperef")):
+            source, index = ref.split(" ")
+            entry = self.r.lindex(f"c:{source}:wacz", int(index))
+            if entry:
+                found.append({**json.loads(entry), "crawlId": source})
+        return found
 
     def finish(self) -> int:
         if self.r.get(f"{self.id}:canceled"):
@@ -150,7 +190,13 @@ class Fake:
             pages = self.collection / "pages" / "pages.jsonl"
             if pages.exists():
                 wacz.write(pages, "pages/pages.jsonl")
-            wacz.writestr("datapackage.json", json.dumps({"profile": "data-package", "resources": []}))
+            index = self.collection / "indexes" / "index.cdxj"
+            if index.exists():
+                wacz.write(index, "indexes/index.cdxj")
+            package = {"profile": "data-package", "resources": []}
+            if requires := self.requires():
+                package["relation"] = {"requires": requires}
+            wacz.writestr("datapackage.json", json.dumps(package))
 
 
 def main() -> int:
