@@ -67,8 +67,8 @@ apt_install() {
     [[ $(id -u) -eq 0 ]] || die "installing $* needs root"
     say "installing $* with apt-get"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq "$@" >&2
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >&2
 }
 
 build_local_base() {

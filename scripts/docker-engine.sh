@@ -57,8 +57,8 @@ ensure_installed() {
     [[ $(id -u) -eq 0 ]] || die "dockerd is missing and only root can install docker.io"
     say "installing docker.io with apt-get"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq docker.io >&2
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq docker.io >&2
     command -v dockerd >/dev/null 2>&1 || die "docker.io installed but dockerd is not on PATH"
 }
 

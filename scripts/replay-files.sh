@@ -30,7 +30,7 @@ if ! command -v npm >/dev/null 2>&1; then
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
         say "installing npm (to fetch ReplayWeb.page)"
         export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq && apt-get install -y -qq npm >/dev/null
+        apt-get -o DPkg::Lock::Timeout=600 update -qq && apt-get -o DPkg::Lock::Timeout=600 install -y -qq npm >/dev/null
     else
         say "npm is not on PATH: install it (apt-get install npm) for the admin's Replay page"
         exit 1

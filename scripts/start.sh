@@ -31,7 +31,7 @@ listening "$PORT" && port_taken  # before anything is installed or started
 if ! command -v redis-server >/dev/null 2>&1; then
     if as_root_with_apt; then
         say "installing redis-server (the embedded Redis archiver starts for live progress)"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+        apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq redis-server >/dev/null
     else
         say "redis-server is not on PATH: install it (e.g. apt-get install redis-server) or set ARCHIVER_REDIS_URL"
         [ -n "${ARCHIVER_REDIS_URL:-}" ] || exit 1
@@ -44,7 +44,7 @@ if [ ! -x "$PY" ]; then
     if venv_package=$(venv_package_missing "$python"); then
         as_root_with_apt || { say "$python cannot create a virtualenv: apt-get install $venv_package"; exit 1; }
         say "installing $venv_package (to create the virtualenv)"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$venv_package" >/dev/null
+        apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$venv_package" >/dev/null
     fi
     say "creating the virtualenv in .venv with $python ($(python_version_of "$python"))"
     "$python" -m venv "$ROOT/.venv"

@@ -55,8 +55,9 @@ install_system_packages() {
     [[ $(id -u) -eq 0 ]] || die "missing ${missing[*]}; install them or run as root"
     say "apt-get install ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq "${missing[@]}" >/dev/null
+    # A fresh machine may be running another apt (its first upgrades): wait for its lock, do not fail.
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
 }
 
 # Reinstalls only when the dependency declarations (or the interpreter) changed.
@@ -69,8 +70,8 @@ install_venv() {
                 die "$python cannot create a virtualenv: apt-get install $venv_package"
             say "apt-get install $venv_package"
             export DEBIAN_FRONTEND=noninteractive
-            apt-get update -qq
-            apt-get install -y -qq "$venv_package" >/dev/null
+            apt-get -o DPkg::Lock::Timeout=600 update -qq
+            apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$venv_package" >/dev/null
         fi
         say "creating .venv with $python ($(python_version_of "$python"))"
         "$python" -m venv "$VENV"
