@@ -102,6 +102,11 @@ def hand_known_payloads(rt: Runtime, crawl: Crawl) -> None:
     else:
         count = dedup.hand_to_crawler(client, crawl)
     client.set(f"{crawl.pk}:dedup:done", count)
+    # Measured before its crawler writes anything there: the Redis budget is for what the
+    # crawler writes, and an org's index may well be larger (observe.check_redis_budget).
+    # In the crawl's row, not its Redis, which the crawler could write.
+    crawl.dedup_index_bytes = rt.store.memory(crawl.redis_db)
+    Crawl.objects.filter(pk=crawl.pk).update(dedup_index_bytes=crawl.dedup_index_bytes)
     rt.note(crawl, f"deduplicating against {count} payload(s) the org kept")
 
 

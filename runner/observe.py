@@ -167,8 +167,9 @@ def check_limits(crawl: Crawl, values: dict, processes: list[Process],
 
 
 def check_redis_budget(rt: Runtime, crawl: Crawl, held: Held, now: dt.datetime) -> tuple[str, str] | None:
-    """Over ARCHIVER_CRAWL_REDIS_MAX_BYTES in its Redis database (measured every
-    REDIS_MEASURE_EVERY seconds): a crawler filling the server that every crawl shares."""
+    """Over ARCHIVER_CRAWL_REDIS_MAX_BYTES in its Redis database, beyond the dedup index the
+    runner handed it (measured every REDIS_MEASURE_EVERY seconds): a crawler filling the
+    server that every crawl shares."""
     if crawl.intent == "cancel" or crawl.stop_reason or crawl.redis_db is None:
         return None
     if held.redis_measured_at and (now - held.redis_measured_at).total_seconds() < REDIS_MEASURE_EVERY:
@@ -184,10 +185,12 @@ def check_redis_budget(rt: Runtime, crawl: Crawl, held: Held, now: dt.datetime) 
     except redis.RedisError:
         return None  # unreachable: the next read says so
     budget = rt.settings.crawl_redis_max_bytes
-    if used <= budget:
+    if used <= budget + crawl.dedup_index_bytes:
         return None
+    handed = (f" besides the {quotas.human_size(crawl.dedup_index_bytes)} of its dedup index"
+              if crawl.dedup_index_bytes else "")
     return StopReason.REDIS_BUDGET, (f"its Redis database holds {quotas.human_size(used)}, over "
-                                     f"the {quotas.human_size(budget)} a crawl may use there "
+                                     f"the {quotas.human_size(budget)} a crawl may use there{handed} "
                                      "(ARCHIVER_CRAWL_REDIS_MAX_BYTES)")
 
 

@@ -167,6 +167,9 @@ class Crawl(CrawlLimits, UserIntents, RunnerTransitions, Leased):
     stalls = models.PositiveIntegerField(default=0)
     scale = models.PositiveSmallIntegerField(default=1, help_text="Instances it should run now.")
     redis_db = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Held while active.")
+    dedup_index_bytes = models.PositiveBigIntegerField(
+        default=0, help_text="What the dedup index the runner handed its crawler takes in its Redis "
+                             "database; allowed beyond ARCHIVER_CRAWL_REDIS_MAX_BYTES.")
     home_runner = models.CharField(
         max_length=64, blank=True, default="", help_text="Runner that launched its instances."
     )

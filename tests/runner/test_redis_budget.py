@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from crawls.models import CrawlStatus, Intent, StopReason
+from crawls.config import CrawlConfig
+from crawls.models import Crawl, CrawlFile, CrawlStatus, Intent, PayloadDigest, StopReason
 from runner.progress import ProgressStore
 from runner.redis_server import EmbeddedRedis
 from tests.runner.step_helpers import end_instance, later, report
@@ -101,3 +102,37 @@ def test_a_redis_that_cannot_measure_a_database_is_said_once_and_the_crawl_runs_
     assert (crawl.status, crawl.stop_reason) == (CrawlStatus.RUNNING, "")
     said = [e for e in runner.rt.events if "cannot measure" in e]
     assert len(said) == 1 and "not enforced" in said[0]
+
+
+def kept_payloads(org, count: int) -> None:
+    """`count` payloads another crawl of the org kept (what a dedup crawl is handed)."""
+    other = Crawl.create(org, CrawlConfig(seeds=["http://site/"]))
+    kept = CrawlFile.objects.create(crawl=other, path=f"archives/{other.pk}/a.wacz", size=1,
+                                    sha256="0" * 64, payloads_indexed=True)
+    PayloadDigest.objects.bulk_create(
+        [PayloadDigest(org=org, digest=f"sha1:{i:032d}", url=f"http://site/page-{i}.html",
+                       date="2026-12-01T00:00:00Z", crawl_file=kept) for i in range(count)])
+
+
+def test_the_dedup_index_handed_to_a_crawl_does_not_count_against_its_crawlers_budget(
+        make_runner, make_crawl, fake, settings, admin, org):
+    kept_payloads(org, 20_000)  # about 4 MB in Redis, twice the budget
+    crawl = make_crawl(dedup=True)
+    runner = make_runner(fake, settings=settings.model_copy(update={"crawl_redis_max_bytes": 2 * MiB}),
+                         store=admin)
+    runner.tick(later(0))
+    crawl.refresh_from_db()
+    assert admin.client(crawl.redis_db).hlen(f"{crawl.pk}:dedup") == 20_000
+    assert crawl.dedup_index_bytes > 2 * MiB
+    report(admin, crawl, done=1, found=2, pages=["http://site/a"])
+    runner.tick(later(20))
+    crawl.refresh_from_db()
+    assert (crawl.status, crawl.stop_reason) == (CrawlStatus.RUNNING, "")
+
+    crawler = redis.Redis.from_url(admin.grant(crawl.redis_db, crawl.pk).url(crawl.redis_db),
+                                   socket_timeout=5)
+    fill(crawler, f"{crawl.pk}:anything", 4 * MiB)  # what its crawler writes still counts
+    crawler.close()
+    runner.tick(later(40))
+    crawl.refresh_from_db()
+    assert (crawl.intent, crawl.stop_reason) == (Intent.STOP, StopReason.REDIS_BUDGET)
