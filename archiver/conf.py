@@ -73,6 +73,7 @@ ENV = {
     "redis_public_url": "ARCHIVER_REDIS_PUBLIC_URL",
     "redis_max_bytes": "ARCHIVER_REDIS_MAX_BYTES",
     "crawl_redis_max_bytes": "ARCHIVER_CRAWL_REDIS_MAX_BYTES",
+    "dedup_max_payloads": "ARCHIVER_DEDUP_MAX_PAYLOADS",
     "replay_url": "ARCHIVER_REPLAY_URL",
     "replay_bind": "ARCHIVER_REPLAY_BIND",
 }
@@ -190,6 +191,9 @@ class Settings(BaseModel):
     # evicted), and what one crawl's database may hold on any Redis before the crawl stops.
     redis_max_bytes: int = Field(default=1 << 30, ge=32 << 20, le=1 << 50)
     crawl_redis_max_bytes: int = Field(default=256 << 20, ge=1 << 20, le=1 << 50)
+    # How many of the org's kept payloads (the newest archives' first) a deduplicating
+    # crawl is handed in its Redis: 200 to 350 bytes each there, a copy per running crawl.
+    dedup_max_payloads: int = Field(default=500_000, ge=0, le=1 << 40)
     # The origin archived pages are replayed on: never the admin's host name (cookies ignore
     # ports). 127.0.0.2 is loopback on Linux, a host of its own for the browser, and, like
     # 127.0.0.1, trusted for service workers without TLS (docs/security.md#replay).

@@ -106,22 +106,28 @@ def requirement(crawl_file: CrawlFile) -> dict:
             "crawlId": crawl_file.crawl_id}
 
 
-def _known(crawl):
-    """(digest, date, file id, source crawl id, url) of every payload the org kept, but
-    in `crawl`'s own files."""
+def known_payloads(crawl):
+    """The payloads the org kept, but in `crawl`'s own files: the newest archives' first."""
     return (PayloadDigest.objects.filter(org_id=crawl.org_id)
             .exclude(crawl_file__crawl_id=crawl.pk)
-            .values_list("digest", "date", "crawl_file_id", "crawl_file__crawl_id", "url")
-            .iterator(chunk_size=_HANDED))
+            .order_by("-crawl_file__created_at", "-crawl_file_id"))
 
 
-def hand_to_crawler(client, crawl) -> int:
+def _known(crawl, limit: int | None):
+    """(digest, date, file id, source crawl id, url) of the first `limit` known payloads."""
+    rows = known_payloads(crawl).values_list("digest", "date", "crawl_file_id",
+                                             "crawl_file__crawl_id", "url")
+    return (rows[:limit] if limit is not None else rows).iterator(chunk_size=_HANDED)
+
+
+def hand_to_crawler(client, crawl, limit: int | None = None) -> int:
     """Fill `<crawl id>:dedup` (digest -> "<date> <file pk> <url>") and `<crawl id>:dedup:files`
-    for archiver's crawler; how many digests. Replaces what a previous launch left."""
+    for archiver's crawler, with up to `limit` payloads; how many. Replaces what a previous
+    launch left."""
+    drop_handed(client, crawl)
     key, files_key = f"{crawl.pk}:dedup", f"{crawl.pk}:dedup:files"
-    client.delete(key, files_key)
     total, chunk, file_ids = 0, {}, set()
-    for digest, date, file_id, _, url in _known(crawl):
+    for digest, date, file_id, _, url in _known(crawl, limit):
         chunk[digest] = f"{date} {file_id} {url}"
         file_ids.add(file_id)
         if len(chunk) >= _HANDED:
@@ -147,22 +153,19 @@ def hand_to_crawler(client, crawl) -> int:
 BROWSERTRIX_ALL = "alldupes"
 
 
-def hand_to_browsertrix(client, crawl) -> int:
-    """Fill browsertrix-crawler's dedup index with the org's kept payloads; how many.
+def hand_to_browsertrix(client, crawl, limit: int | None = None) -> int:
+    """Fill browsertrix-crawler's dedup index with up to `limit` of the org's kept payloads;
+    how many.
 
     Each source crawl is one crawl id of that layout, its kept files its list of WACZs. The
     size is 0: archiver keeps no record sizes, and the crawler uses them only to count the
     bytes it saved. A URL holding a space would break the space-separated value and is left
-    out (a crawler URL never holds one unescaped). Keys of the crawl's own id are the
-    crawler's, from an earlier session, and stay."""
-    own = {f"h:{crawl.pk}", f"h:{crawl.pk}:counts", f"c:{crawl.pk}:wacz"}
-    stale = [k for pattern in ("h:*", "c:*:wacz") for k in client.scan_iter(match=pattern)
-             if (k.decode() if isinstance(k, bytes) else k) not in own]
-    client.delete(BROWSERTRIX_ALL, "allcrawls", *stale)
+    out (a crawler URL never holds one unescaped)."""
+    drop_handed(client, crawl)
     positions: dict[int, tuple[str, int]] = {}  # file id -> (its crawl id, its index)
     per_crawl: dict[str, list[int]] = {}
     total, owners, values = 0, {}, {}
-    for digest, date, file_id, source, url in _known(crawl):
+    for digest, date, file_id, source, url in _known(crawl, limit):
         if " " in url:
             continue
         if file_id not in positions:
@@ -188,6 +191,16 @@ def hand_to_browsertrix(client, crawl) -> int:
             pipe.sadd("allcrawls", *per_crawl)
             pipe.execute()
     return total
+
+
+def drop_handed(client, crawl) -> None:
+    """Remove an index handed to the crawl's crawler before, in either layout. Keys of the
+    crawl's own id are browsertrix-crawler's, from an earlier session, and stay."""
+    own = {f"h:{crawl.pk}", f"h:{crawl.pk}:counts", f"c:{crawl.pk}:wacz"}
+    stale = [k for pattern in ("h:*", "c:*:wacz") for k in client.scan_iter(match=pattern)
+             if (k.decode() if isinstance(k, bytes) else k) not in own]
+    client.delete(f"{crawl.pk}:dedup", f"{crawl.pk}:dedup:files", BROWSERTRIX_ALL, "allcrawls",
+                  *stale)
 
 
 def _write_browsertrix(client, owners: dict, values: dict) -> None:

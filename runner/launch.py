@@ -13,6 +13,8 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import redis
+
 from archiver.errors import CrawlFailed, EngineUnavailable, ImageMissing, LaunchError
 from crawls import dedup
 from crawls.config import CrawlConfig
@@ -97,17 +99,27 @@ def hand_known_payloads(rt: Runtime, crawl: Crawl) -> None:
     client = rt.store.client(crawl.redis_db)
     if client.exists(f"{crawl.pk}:dedup:done"):
         return
-    if rt.settings.browser_crawler(rt.launcher.name):
-        count = dedup.hand_to_browsertrix(client, crawl)
+    hand = (dedup.hand_to_browsertrix if rt.settings.browser_crawler(rt.launcher.name)
+            else dedup.hand_to_crawler)
+    limit = rt.settings.dedup_max_payloads
+    try:
+        count = hand(client, crawl, limit)
+    except redis.ResponseError as exc:
+        # A server out of memory (noeviction): the crawl goes on without the index rather
+        # than leave it half-written, taking room every other crawl's writes need.
+        dedup.drop_handed(client, crawl)
+        count, refused = 0, f"; Redis refused the index ({str(exc)[:80]})"
     else:
-        count = dedup.hand_to_crawler(client, crawl)
+        refused = ""
     client.set(f"{crawl.pk}:dedup:done", count)
     # Measured before its crawler writes anything there: the Redis budget is for what the
     # crawler writes, and an org's index may well be larger (observe.check_redis_budget).
     # In the crawl's row, not its Redis, which the crawler could write.
-    crawl.dedup_index_bytes = rt.store.memory(crawl.redis_db)
+    crawl.dedup_index_bytes = rt.store.memory(crawl.redis_db) if count else 0
     Crawl.objects.filter(pk=crawl.pk).update(dedup_index_bytes=crawl.dedup_index_bytes)
-    rt.note(crawl, f"deduplicating against {count} payload(s) the org kept")
+    more = (f" (the newest of {dedup.known_payloads(crawl).count()}: ARCHIVER_DEDUP_MAX_PAYLOADS)"
+            if count == limit else "")
+    rt.note(crawl, f"deduplicating against {count} payload(s) the org kept{more}{refused}")
 
 
 def browser_profile(rt: Runtime, crawl: Crawl, config: CrawlConfig) -> Path | None:

@@ -104,14 +104,16 @@ def test_a_redis_that_cannot_measure_a_database_is_said_once_and_the_crawl_runs_
     assert len(said) == 1 and "not enforced" in said[0]
 
 
-def kept_payloads(org, count: int) -> None:
+def kept_payloads(org, count: int, path: str = "page", name: str = "a") -> CrawlFile:
     """`count` payloads another crawl of the org kept (what a dedup crawl is handed)."""
     other = Crawl.create(org, CrawlConfig(seeds=["http://site/"]))
-    kept = CrawlFile.objects.create(crawl=other, path=f"archives/{other.pk}/a.wacz", size=1,
-                                    sha256="0" * 64, payloads_indexed=True)
+    Crawl.objects.filter(pk=other.pk).update(status=CrawlStatus.COMPLETE)
+    kept = CrawlFile.objects.create(crawl=other, path=f"archives/{other.pk}/{name}.wacz", size=1,
+                                    sha256=name * 64, payloads_indexed=True)
     PayloadDigest.objects.bulk_create(
-        [PayloadDigest(org=org, digest=f"sha1:{i:032d}", url=f"http://site/page-{i}.html",
+        [PayloadDigest(org=org, digest=f"sha1:{name}{i:031d}", url=f"http://site/{path}-{i}.html",
                        date="2026-12-01T00:00:00Z", crawl_file=kept) for i in range(count)])
+    return kept
 
 
 def test_the_dedup_index_handed_to_a_crawl_does_not_count_against_its_crawlers_budget(
@@ -136,3 +138,35 @@ def test_the_dedup_index_handed_to_a_crawl_does_not_count_against_its_crawlers_b
     runner.tick(later(40))
     crawl.refresh_from_db()
     assert (crawl.intent, crawl.stop_reason) == (Intent.STOP, StopReason.REDIS_BUDGET)
+
+
+def test_a_crawl_is_handed_only_the_newest_payloads_up_to_the_limit(
+        make_runner, make_crawl, fake, settings, store, org, caplog):
+    kept_payloads(org, 300, name="a")
+    newer = kept_payloads(org, 300, name="b")
+    crawl = make_crawl(dedup=True)
+    runner = make_runner(fake, settings=settings.model_copy(update={"dedup_max_payloads": 250}))
+    runner.tick(later(0))
+    crawl.refresh_from_db()
+    handed = store.client(crawl.redis_db).hgetall(f"{crawl.pk}:dedup")
+    assert len(handed) == 250
+    assert {value.split(" ")[1] for value in handed.values()} == {str(newer.pk)}
+    assert (f"crawl {crawl.short_id}: deduplicating against 250 payload(s) the org kept (the "
+            "newest of 600: ARCHIVER_DEDUP_MAX_PAYLOADS)") in caplog.text
+
+
+def test_an_index_the_redis_server_has_no_room_for_is_dropped_and_the_crawl_runs_without(
+        make_runner, make_crawl, fake, settings, admin, org, caplog):
+    kept_payloads(org, 12_000, path="p" * 3000)  # 36 MB of URLs, over the server's 32 MiB
+    other = make_crawl()
+    crawl = make_crawl(dedup=True)
+    runner = make_runner(fake, settings=settings.model_copy(update={"max_concurrent_crawls": 2}),
+                         store=admin)
+    runner.tick(later(0))
+    crawl.refresh_from_db()
+    assert crawl.status == CrawlStatus.RUNNING and crawl.dedup_index_bytes == 0
+    assert "deduplicating against 0 payload(s) the org kept; Redis refused the index (" in caplog.text
+    assert admin.client(crawl.redis_db).dbsize() <= 2  # nothing of the index left, room for all
+    report(admin, other, done=1, found=2, pages=["http://site/a"])  # another crawl still writes
+    runner.tick(later(20))
+    assert Crawl.objects.get(pk=other.pk).pages_done == 1
