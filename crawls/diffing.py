@@ -24,6 +24,7 @@ import contextlib
 import difflib
 import gzip
 import json
+import math
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -88,6 +89,13 @@ class Change:
     def summary(self) -> dict:
         return {"url": self.url, "digest_a": self.digest_a, "digest_b": self.digest_b,
                 "similarity": self.similarity}
+
+    @property
+    def similarity_shown(self) -> str:
+        """Two decimals, rounded down: a page whose words differ never reads 1.00."""
+        if self.similarity is None:
+            return "-"
+        return f"{math.floor(round(self.similarity * 100, 6)) / 100:.2f}"  # 0.29 * 100 < 29
 
 
 @dataclass

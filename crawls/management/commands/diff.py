@@ -38,8 +38,7 @@ class Command(ArchiverCommand):
         for url in result.removed:
             pages.add_row("-", url, "")
         for change in result.changed:
-            shown = "-" if change.similarity is None else f"{change.similarity:.2f}"
-            pages.add_row("~", change.url, shown)
+            pages.add_row("~", change.url, change.similarity_shown)
         for url in result.unchanged if all else ():
             pages.add_row("=", url, "1.00")
         self.render(counts, pages)
