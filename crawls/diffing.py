@@ -90,12 +90,12 @@ class Change:
         return {"url": self.url, "digest_a": self.digest_a, "digest_b": self.digest_b,
                 "similarity": self.similarity}
 
-    @property
-    def similarity_shown(self) -> str:
-        """Two decimals, rounded down: a page whose words differ never reads 1.00."""
-        if self.similarity is None:
-            return "-"
-        return f"{math.floor(round(self.similarity * 100, 6)) / 100:.2f}"  # 0.29 * 100 < 29
+
+def shown_score(value: float | None) -> str:
+    """A score from 0 to 1 in two decimals, rounded down: short of 1 never reads 1.00."""
+    if value is None:
+        return "-"
+    return f"{math.floor(round(value * 100, 6)) / 100:.2f}"  # 0.29 * 100 is below 29
 
 
 @dataclass

@@ -42,8 +42,6 @@ def test_without_digests_a_changed_body_is_changed_and_an_equal_one_unchanged(co
     assert 0 < diff.changed[0].similarity < 1
 
 
-def test_a_changed_pages_similarity_is_shown_rounded_down_so_it_never_reads_the_same():
-    def shown(value):
-        return diffing.Change("http://x/", "sha1:A", "sha1:B", value).similarity_shown
-
-    assert [shown(v) for v in (0.9961, 0.9999, 0.29, 0.5, None)] == ["0.99", "0.99", "0.29", "0.50", "-"]
+def test_a_score_short_of_1_is_shown_rounded_down_so_a_changed_page_never_reads_the_same():
+    shown = [diffing.shown_score(v) for v in (0.9961, 0.9999, 1.0, 0.29, 0.5, None)]
+    assert shown == ["0.99", "0.99", "1.00", "0.29", "0.50", "-"]

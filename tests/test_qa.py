@@ -5,6 +5,7 @@ on the pages that need it. Screenshot scoring on drawn images."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import shutil
 import zipfile
@@ -15,7 +16,16 @@ from archiver_crawler.browser import find_chromium
 from django.core.management import call_command
 
 from archiver.conf import Settings
-from crawls.models import Crawl, CrawlStatus, Org, PageReview, review_summary
+from crawls.config import CrawlConfig
+from crawls.models import (
+    Crawl,
+    CrawlStatus,
+    Org,
+    PageReview,
+    QualityReview,
+    ReviewStatus,
+    review_summary,
+)
 from runner import qa
 from tests.crawler.conftest import spawn  # noqa: F401  (the fixture)
 from tests.jssite import js_pages, js_site
@@ -162,3 +172,18 @@ def test_a_crawl_that_kept_nothing_is_refused_with_its_reason(qa_settings):
     with pytest.raises(qa.ReviewRefused, match="not kept yet"):
         qa.review(crawl, qa_settings)
     assert not PageReview.objects.exists()
+
+
+def test_status_shows_a_crawls_quality_review_and_its_worst_pages(conf_data_dir):
+    crawl = Crawl.create(Org.objects.get(slug="default"), CrawlConfig(seeds=["http://x/"], qa=True))
+    Crawl.objects.filter(pk=crawl.pk).update(status=CrawlStatus.COMPLETE)
+    now = dt.datetime.now(dt.UTC)
+    QualityReview.objects.create(crawl=crawl, status=ReviewStatus.DONE, created_at=now, pages=3)
+    for url, score in (("http://x/good", 1.0), ("http://x/broken", 0.41), ("http://x/almost", 0.996)):
+        PageReview.objects.create(crawl=crawl, url=url, score=score, text_score=score, reviewed_at=now)
+    out = io.StringIO()
+    call_command("status", crawl.pk, stdout=out)
+    shown = out.getvalue()
+    assert "quality review" in shown and "3 (1 below 0.80, 0 not replayed)" in shown
+    assert shown.index("http://x/broken") < shown.index("http://x/almost") < shown.index("http://x/good")
+    assert " 0.99 " in shown  # 0.996, not shown as 1.00

@@ -38,7 +38,7 @@ class Command(ArchiverCommand):
         for url in result.removed:
             pages.add_row("-", url, "")
         for change in result.changed:
-            pages.add_row("~", change.url, change.similarity_shown)
+            pages.add_row("~", change.url, diffing.shown_score(change.similarity))
         for url in result.unchanged if all else ():
             pages.add_row("=", url, "1.00")
         self.render(counts, pages)

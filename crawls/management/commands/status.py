@@ -18,8 +18,9 @@ from crawls.cli import (
     progress_bar,
 )
 from crawls.config import human_size
+from crawls.diffing import shown_score
 from crawls.lease import db_now
-from crawls.models import Crawl, CrawlFile, CrawlStatus
+from crawls.models import Crawl, CrawlFile, CrawlStatus, review_state
 from crawls.reasons import reason_line, reason_sentence
 
 STATE_STYLE = {
@@ -32,6 +33,7 @@ STATE_STYLE = {
 }
 GROUPS = {"active": CrawlStatus.ACTIVE, "final": CrawlStatus.FINAL}
 LOG_LINES = 20
+WORST_SHOWN = 5  # of a quality review's pages; the admin lists them all
 MAX_LIMIT = 100_000  # more is `--all`
 
 
@@ -109,8 +111,10 @@ def detail(crawl: Crawl, now) -> list:
     sections = [shown(name, part) for name, part in (
         ("crawl", lambda: overview(crawl, now)), ("limits", lambda: limits(crawl, now)),
         ("config", lambda: config_table(crawl)), ("files", lambda: files_table(crawl)),
+        ("quality review", lambda: review_table(crawl)),
         ("processes", lambda: processes_table(crawl, now)), ("log", lambda: log_lines(crawl)),
     )]
+    sections = [section for section in sections if section is not None]
     spaced = []
     for section in sections:
         spaced += [section, Text("")]
@@ -188,6 +192,32 @@ def files_table(crawl: Crawl) -> Group | Text:
     for file in files:
         table.add_row(file.path, human_size(file.size), file.sha256[:16])
     return Group(Text("files", style="bold"), table)
+
+
+def review_table(crawl: Crawl) -> Group | None:
+    """Its quality review (--qa or `archiver qa`), with its worst pages; None if never asked."""
+    state = review_state(crawl)
+    if state is None:
+        return None
+
+    summary = key_values("quality review", [
+        ("status", state["status"]), ("error", state["error"] or "-"),
+        ("pages", f"{state['pages']} ({state['below_0_80']} below 0.80, "
+                  f"{state['failed_pages']} not replayed)"),
+        ("mean", shown_score(state["mean"])), ("worst", shown_score(state["worst"])),
+    ])
+    worst = list(crawl.page_reviews.order_by("score", "id")[:WORST_SHOWN])
+    if not worst:
+        return Group(summary)
+    table = Table(box=None, pad_edge=False, title=f"its {len(worst)} worst page(s)",
+                  title_justify="left", title_style="dim")
+    for column in ("SCORE", "TEXT", "RESOURCES", "SCREENSHOT"):
+        table.add_column(column, justify="right")
+    table.add_column("URL", overflow="fold")
+    for page in worst:
+        table.add_row(shown_score(page.score), shown_score(page.text_score), shown_score(page.resources_score),
+                      shown_score(page.screenshot_score), page.url)
+    return Group(summary, table)
 
 
 def processes_table(crawl: Crawl, now) -> Group | Text:
