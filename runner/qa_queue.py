@@ -27,6 +27,7 @@ from archiver.conf import Settings
 from crawls.lease import db_now
 from crawls.models import Crawl, QualityReview, ReviewStatus
 from runner import qa
+from runner.polling import PollingThreads
 
 log = logging.getLogger("runner.daemon")
 R = ReviewStatus
@@ -137,46 +138,21 @@ class Renewal:
             connection.close()
 
 
-class QaWorker:
+class QaWorker(PollingThreads):
     """One thread next to the runner's loop that runs due reviews, one at a time."""
+
+    what = "quality review pass"
 
     def __init__(self, settings: Settings, owner: str, *, poll_interval: float | None = None,
                  clock: Callable[[], dt.datetime] = db_now):
+        super().__init__([("qa", owner)], settings.poll_interval if poll_interval is None else poll_interval)
         self.settings, self.owner, self.clock = settings, owner, clock
-        self.poll_interval = settings.poll_interval if poll_interval is None else poll_interval
-        self.stop_event = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> QaWorker:
-        self._thread = threading.Thread(target=self._run, daemon=True, name="qa")
-        self._thread.start()
-        return self
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def stop(self, timeout: float | None = None) -> None:
-        self.stop_event.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def _run(self) -> None:
+    def pass_once(self, owner: str) -> bool:
         try:
-            while not self.stop_event.is_set():
-                try:
-                    found = review_next(self.settings, self.owner, self.clock(), self.stop_event, self.clock)
-                except qa.ReviewInterrupted:
-                    found = False
-                except Exception:  # noqa: BLE001 - logged; a dead thread would review nothing more
-                    log.exception("quality review pass failed; trying again shortly")
-                    found = False
-                if not found:
-                    self._wake.wait(self.poll_interval)
-                    self._wake.clear()
-        finally:
-            connection.close()
+            return review_next(self.settings, owner, self.clock(), self.stop_event, self.clock)
+        except qa.ReviewInterrupted:
+            return False
 
 
 def attach(settings: Settings, runner_id: str, mode: str, steps: list, stop: threading.Event,

@@ -36,13 +36,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from django.db import connection
-
 from archiver import conf
 from archiver.errors import ConfigError, WebhookRefused
 from crawls import ssrf
 from crawls.lease import Claim, db_now
 from crawls.models import Webhook, WebhookDelivery
+from runner.polling import PollingThreads
 
 log = logging.getLogger(__name__)
 
@@ -334,61 +333,28 @@ def send_ping(hook, deliverer: Deliverer | None = None, now: dt.datetime | None 
     return judge(response, destination.where)
 
 
-class WebhookDispatcher:
+class WebhookDispatcher(PollingThreads):
     """Runs deliver_due_webhooks in background threads until stop().
 
     The runner daemon starts one next to its loop: `WebhookDispatcher(owner).start()`,
     and `stop()` when it shuts down. `wake()` makes it look for due deliveries now. Its
     threads share one `Receivers`: each receiver gets one delivery at a time, so a slow
-    one holds one thread (for one deadline at most), never the others.
+    one holds one thread (for one deadline at most), never the others. A failed pass is
+    mostly a DatabaseError (locked, restarting): the delivery in hand, if any, is claimed
+    again when its lease ends.
     """
+
+    what = "webhook delivery pass"
 
     def __init__(self, owner: str, *, threads: int = 1, deliverer: Deliverer | None = None,
                  poll_interval: float | None = None, clock: Callable[[], dt.datetime] = db_now):
+        super().__init__([(f"webhooks-{n}", lease_owner(owner, n)) for n in range(threads)],
+                         poll_interval if poll_interval is not None else conf.get().poll_interval)
         self.owner = owner
         self.deliverer = deliverer or Deliverer()
-        self.poll_interval = poll_interval if poll_interval is not None else conf.get().poll_interval
         self.clock = clock
-        self._count = threads
         self.receivers = Receivers()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._threads: list[threading.Thread] = []
 
-    def start(self) -> WebhookDispatcher:
-        for number in range(self._count):
-            owner = lease_owner(self.owner, number)
-            thread = threading.Thread(target=self._run, args=(owner,), daemon=True,
-                                      name=f"webhooks-{number}")
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def stop(self, timeout: float | None = None) -> None:
-        """Ask the threads to finish; an attempt in flight ends within the policy's deadline."""
-        self._stop.set()
-        self._wake.set()
-        for thread in self._threads:
-            thread.join(timeout)
-
-    def _run(self, owner: str) -> None:
-        try:
-            while not self._stop.is_set():
-                try:
-                    # One at a time, so stop() is seen between attempts and each claim
-                    # reads the clock afresh.
-                    found = deliver_due_webhooks(owner, self.clock(), self.deliverer, limit=1,
-                                                 receivers=self.receivers)
-                except Exception:  # noqa: BLE001 - logged; a dead thread would stop every delivery
-                    # Mostly DatabaseError (locked, restarting); the delivery in hand, if
-                    # any, is claimed again when its lease ends.
-                    log.exception("webhook delivery pass failed; trying again shortly")
-                    found = False
-                if not found:
-                    self._wake.wait(self.poll_interval)
-                    self._wake.clear()
-        finally:
-            connection.close()  # this thread's own connection
+    def pass_once(self, owner: str) -> bool:
+        return deliver_due_webhooks(owner, self.clock(), self.deliverer, limit=1,
+                                    receivers=self.receivers)
