@@ -15,6 +15,9 @@ import json
 import zipfile
 from datetime import UTC, datetime
 
+from django.db.models import Count, Sum
+from django.db.models.functions import Length
+
 from archiver.errors import ArchiverError
 from crawls import storage
 from crawls.downloads import file_name
@@ -111,6 +114,17 @@ def known_payloads(crawl):
     return (PayloadDigest.objects.filter(org_id=crawl.org_id)
             .exclude(crawl_file__crawl_id=crawl.pk)
             .order_by("-crawl_file__created_at", "-crawl_file_id"))
+
+
+def index_bytes(crawl, limit: int | None, browsertrix: bool) -> int:
+    """About what handing up to `limit` payloads takes in Redis: per payload its URL and
+    the rest of its entry (measured by bench/dedup_handing.py: 140 and 290 bytes beside a
+    60-byte URL; browsertrix-crawler's layout holds each digest twice)."""
+    rows = known_payloads(crawl)
+    rows = rows[:limit] if limit is not None else rows
+    found = PayloadDigest.objects.filter(pk__in=rows.values("pk")).aggregate(
+        n=Count("pk"), url=Sum(Length("url")))
+    return found["n"] * (300 if browsertrix else 150) + (found["url"] or 0)
 
 
 def _known(crawl, limit: int | None):

@@ -17,7 +17,7 @@ import redis
 
 from archiver.errors import CrawlFailed, EngineUnavailable, ImageMissing, LaunchError
 from crawls import dedup
-from crawls.config import CrawlConfig
+from crawls.config import CrawlConfig, human_size
 from crawls.models import Crawl, CrawlStatus, ExitReason, Process, ProcessStatus
 from crawls.profiles import profile_path
 from runner import archive, decide, uploads
@@ -99,18 +99,18 @@ def hand_known_payloads(rt: Runtime, crawl: Crawl) -> None:
     client = rt.store.client(crawl.redis_db)
     if client.exists(f"{crawl.pk}:dedup:done"):
         return
-    hand = (dedup.hand_to_browsertrix if rt.settings.browser_crawler(rt.launcher.name)
-            else dedup.hand_to_crawler)
+    browsertrix = rt.settings.browser_crawler(rt.launcher.name)
+    hand = dedup.hand_to_browsertrix if browsertrix else dedup.hand_to_crawler
     limit = rt.settings.dedup_max_payloads
-    try:
-        count = hand(client, crawl, limit)
-    except redis.ResponseError as exc:
-        # A server out of memory (noeviction): the crawl goes on without the index rather
-        # than leave it half-written, taking room every other crawl's writes need.
-        dedup.drop_handed(client, crawl)
-        count, refused = 0, f"; Redis refused the index ({str(exc)[:80]})"
-    else:
-        refused = ""
+    count, refused = 0, no_room(client, dedup.index_bytes(crawl, limit, browsertrix))
+    if not refused:
+        try:
+            count = hand(client, crawl, limit)
+        except redis.ResponseError as exc:
+            # Out of memory after all (noeviction): the crawl goes on without the index
+            # rather than leave it half-written, taking room other crawls' writes need.
+            dedup.drop_handed(client, crawl)
+            count, refused = 0, f"; Redis refused the index ({str(exc)[:80]})"
     client.set(f"{crawl.pk}:dedup:done", count)
     # Measured before its crawler writes anything there: the Redis budget is for what the
     # crawler writes, and an org's index may well be larger (observe.check_redis_budget).
@@ -120,6 +120,18 @@ def hand_known_payloads(rt: Runtime, crawl: Crawl) -> None:
     more = (f" (the newest of {dedup.known_payloads(crawl).count()}: ARCHIVER_DEDUP_MAX_PAYLOADS)"
             if count == limit else "")
     rt.note(crawl, f"deduplicating against {count} payload(s) the org kept{more}{refused}")
+
+
+def no_room(client, needed: int) -> str:
+    """Why a dedup index of `needed` bytes is not written to a server with a memory limit:
+    it may take at most half of the room left, the rest is for the crawls' own writes (a
+    write over the limit fails, for every crawl); "" when it fits or there is no limit."""
+    memory = client.info("memory")
+    room = int(memory.get("maxmemory") or 0) - int(memory.get("used_memory") or 0)
+    if not memory.get("maxmemory") or needed <= room // 2:
+        return ""
+    return (f"; not handed: about {human_size(needed)} where the Redis server has "
+            f"{human_size(max(room, 0))} left (ARCHIVER_DEDUP_MAX_PAYLOADS, ARCHIVER_REDIS_MAX_BYTES)")
 
 
 def browser_profile(rt: Runtime, crawl: Crawl, config: CrawlConfig) -> Path | None:

@@ -10,6 +10,7 @@ import redis
 
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlFile, CrawlStatus, Intent, PayloadDigest, StopReason
+from runner import launch
 from runner.progress import ProgressStore
 from runner.redis_server import EmbeddedRedis
 from tests.runner.step_helpers import end_instance, later, report
@@ -155,9 +156,12 @@ def test_a_crawl_is_handed_only_the_newest_payloads_up_to_the_limit(
             "newest of 600: ARCHIVER_DEDUP_MAX_PAYLOADS)") in caplog.text
 
 
-def test_an_index_the_redis_server_has_no_room_for_is_dropped_and_the_crawl_runs_without(
-        make_runner, make_crawl, fake, settings, admin, org, caplog):
+@pytest.mark.parametrize("estimated", [True, False], ids=["refused-before", "refused-by-redis"])
+def test_an_index_the_redis_server_has_no_room_for_is_not_left_there_and_the_crawl_runs_without(
+        make_runner, make_crawl, fake, settings, admin, org, caplog, monkeypatch, estimated):
     kept_payloads(org, 12_000, path="p" * 3000)  # 36 MB of URLs, over the server's 32 MiB
+    if not estimated:  # the estimate wrong: the server's refusal is the last guard
+        monkeypatch.setattr(launch, "no_room", lambda client, needed: "")
     other = make_crawl()
     crawl = make_crawl(dedup=True)
     runner = make_runner(fake, settings=settings.model_copy(update={"max_concurrent_crawls": 2}),
@@ -165,7 +169,9 @@ def test_an_index_the_redis_server_has_no_room_for_is_dropped_and_the_crawl_runs
     runner.tick(later(0))
     crawl.refresh_from_db()
     assert crawl.status == CrawlStatus.RUNNING and crawl.dedup_index_bytes == 0
-    assert "deduplicating against 0 payload(s) the org kept; Redis refused the index (" in caplog.text
+    why = ("; not handed: about 38.1 MB where the Redis server has" if estimated
+           else "; Redis refused the index (")
+    assert f"deduplicating against 0 payload(s) the org kept{why}" in caplog.text
     assert admin.client(crawl.redis_db).dbsize() <= 2  # nothing of the index left, room for all
     report(admin, other, done=1, found=2, pages=["http://site/a"])  # another crawl still writes
     runner.tick(later(20))
