@@ -9,7 +9,8 @@ writes before a deduplicating crawl's first launch (crawls/dedup.py): archiver's
 (`<crawl id>:dedup`, `:dedup:files`) and browsertrix-crawler's (`alldupes`,
 `h:<crawl id>`, `c:<crawl id>:wacz`). Prints the seconds each took, digests per second,
 and the Redis memory each layout holds per digest (INFO memory, used_memory, before and
-after, the database flushed between).
+after, the database flushed between), beside the runner's estimate of it made before
+writing (crawls.dedup.index_bytes) and how long that took.
 """
 
 from __future__ import annotations
@@ -63,12 +64,16 @@ def child(digests: int, crawls: int, port: int) -> dict:
         client.flushdb()
         before = client.info("memory")["used_memory"]
         started = time.perf_counter()
+        estimate = dedup.index_bytes(recrawl, None, name == "browsertrix")
+        estimated = time.perf_counter()
         handed = hand(client, recrawl)
-        seconds = time.perf_counter() - started
+        seconds = time.perf_counter() - estimated
         after = client.info("memory")["used_memory"]
         assert handed == digests, (name, handed)
         result[name] = {"seconds": round(seconds, 3), "digests_per_s": round(digests / seconds),
-                        "redis_bytes_per_digest": round((after - before) / digests, 1)}
+                        "estimate_seconds": round(estimated - started, 3),
+                        "redis_bytes_per_digest": round((after - before) / digests, 1),
+                        "estimated_bytes_per_digest": round(estimate / digests, 1)}
     client.close()
     return result
 
@@ -106,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("archiver", "browsertrix"):
         r = result[name]
         print(f"{name + ' layout:':<20} {r['seconds']:>7.2f} s  {r['digests_per_s']:>9,} digests/s  "
-              f"{r['redis_bytes_per_digest']:>6.1f} Redis bytes per digest")
+              f"{r['redis_bytes_per_digest']:>6.1f} Redis bytes per digest (estimated "
+              f"{r['estimated_bytes_per_digest']:.1f} in {r['estimate_seconds']:.2f} s)")
     if args.json:
         print(json.dumps(result))
     return 0
