@@ -63,8 +63,8 @@ def index_lines(zf: zipfile.ZipFile):
                     or not fields.get("digest") or not fields.get("url")):
                 continue
             digest = fields["digest"]
-            if ":" not in digest:
-                digest = "sha1:" + digest  # cdxj-indexer drops the prefix
+            if ":" not in digest:  # cdxj-indexer drops the prefix; 64 hex digits are sha256's
+                digest = ("sha256:" if len(digest) == 64 else "sha1:") + digest
             yield digest, fields["url"], _stamp_date(parts[1])
 
 

@@ -191,3 +191,18 @@ def test_browsertrix_crawlers_get_the_orgs_payloads_in_their_own_index_layout(co
     assert dedup.hand_to_browsertrix(client, recrawl) == 3  # again: the same, nothing doubled
     assert client.llen(f"c:{first.pk}:wacz") == 2
     client.close()
+
+
+def test_an_index_without_digest_prefixes_is_read_as_sha1_or_sha256_by_length(tmp_path):
+    import io
+    import zipfile
+
+    lines = [("http://x/a", "A" * 32), ("http://x/b", "ab" * 32), ("http://x/c", "sha256:" + "cd" * 32)]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("indexes/index.cdxj", "".join(
+            f"x)/ 20260102030405 {json.dumps({'url': url, 'digest': digest, 'status': '200'})}\n"
+            for url, digest in lines))
+    with zipfile.ZipFile(buffer) as zf:
+        assert [d for d, _, _ in dedup.index_lines(zf)] == [
+            "sha1:" + "A" * 32, "sha256:" + "ab" * 32, "sha256:" + "cd" * 32]
