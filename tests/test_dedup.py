@@ -193,7 +193,7 @@ def test_browsertrix_crawlers_get_the_orgs_payloads_in_their_own_index_layout(co
     client.close()
 
 
-def test_an_index_without_digest_prefixes_is_read_as_sha1_or_sha256_by_length(tmp_path):
+def test_an_index_without_digest_prefixes_is_read_as_sha1_or_sha256_by_length():
     import io
     import zipfile
 
