@@ -115,7 +115,10 @@ def hand_known_payloads(rt: Runtime, crawl: Crawl) -> None:
     # Measured before its crawler writes anything there: the Redis budget is for what the
     # crawler writes, and an org's index may well be larger (observe.check_redis_budget).
     # In the crawl's row, not its Redis, which the crawler could write.
-    crawl.dedup_index_bytes = rt.store.memory(crawl.redis_db) if count else 0
+    try:
+        crawl.dedup_index_bytes = rt.store.memory(crawl.redis_db) if count else 0
+    except redis.ResponseError:  # no MEMORY USAGE here: no budget is enforced either
+        crawl.dedup_index_bytes = 0
     Crawl.objects.filter(pk=crawl.pk).update(dedup_index_bytes=crawl.dedup_index_bytes)
     more = (f" (the newest of {dedup.known_payloads(crawl).count()}: ARCHIVER_DEDUP_MAX_PAYLOADS)"
             if count == limit else "")
@@ -126,7 +129,10 @@ def no_room(client, needed: int) -> str:
     """Why a dedup index of `needed` bytes is not written to a server with a memory limit:
     it may take at most half of the room left, the rest is for the crawls' own writes (a
     write over the limit fails, for every crawl); "" when it fits or there is no limit."""
-    memory = client.info("memory")
+    try:
+        memory = client.info("memory")
+    except redis.ResponseError:  # a server that will not say: its refusal is the guard
+        return ""
     room = int(memory.get("maxmemory") or 0) - int(memory.get("used_memory") or 0)
     if not memory.get("maxmemory") or needed <= room // 2:
         return ""
