@@ -116,10 +116,9 @@ def hand_known_payloads(rt: Runtime, crawl: Crawl) -> None:
     # crawler writes, and an org's index may well be larger (observe.check_redis_budget).
     # In the crawl's row, not its Redis, which the crawler could write.
     try:
-        crawl.dedup_index_bytes = rt.store.memory(crawl.redis_db) if count else 0
+        crawl.record_dedup_index(rt.store.memory(crawl.redis_db) if count else 0)
     except redis.ResponseError:  # no MEMORY USAGE here: no budget is enforced either
-        crawl.dedup_index_bytes = 0
-    Crawl.objects.filter(pk=crawl.pk).update(dedup_index_bytes=crawl.dedup_index_bytes)
+        crawl.record_dedup_index(0)
     more = (f" (the newest of {dedup.known_payloads(crawl).count()}: ARCHIVER_DEDUP_MAX_PAYLOADS)"
             if count == limit else "")
     rt.note(crawl, f"deduplicating against {count} payload(s) the org kept{more}{refused}")

@@ -234,6 +234,12 @@ class Crawl(CrawlLimits, UserIntents, RunnerTransitions, Leased):
         chosen = self.launch_config().dedup
         return self.schedule_id is not None if chosen is None else chosen
 
+    def record_dedup_index(self, size: int) -> None:
+        """What the dedup index handed to its crawler takes in its Redis (runner/launch.py):
+        allowed beyond its Redis budget."""
+        self.dedup_index_bytes = size
+        Crawl.objects.filter(pk=self.pk).update(dedup_index_bytes=size)
+
     def launch_config(self) -> CrawlConfig:
         """What this session crawls: its config, with a failed-pages override applied."""
         return CrawlConfig(**{**self.config, **self.config_override})
