@@ -176,7 +176,7 @@ def hand_to_browsertrix(client, crawl, limit: int | None = None) -> int:
     bytes it saved. A URL holding a space would break the space-separated value and is left
     out (a crawler URL never holds one unescaped)."""
     drop_handed(client, crawl)
-    positions: dict[int, tuple[str, int]] = {}  # file id -> (its crawl id, its index)
+    positions: dict[int, int] = {}  # file id -> its index in its crawl's list
     per_crawl: dict[str, list[int]] = {}
     total, owners, values = 0, {}, {}
     for digest, date, file_id, source, url in _known(crawl, limit):
@@ -184,12 +184,12 @@ def hand_to_browsertrix(client, crawl, limit: int | None = None) -> int:
             continue
         if file_id not in positions:
             files = per_crawl.setdefault(source, [])
-            positions[file_id] = (source, len(files))
+            positions[file_id] = len(files)
             files.append(file_id)
         key = digest.rsplit(":", 1)[-1]
         owners[key] = source
-        index = positions[file_id][1]
-        values.setdefault(source, {})[key] = f"{index} {''.join(filter(str.isdigit, date))} {url} 0"
+        stamp = "".join(filter(str.isdigit, date))
+        values.setdefault(source, {})[key] = f"{positions[file_id]} {stamp} {url} 0"
         total += 1
         if len(owners) >= _HANDED:
             _write_browsertrix(client, owners, values)
@@ -200,8 +200,7 @@ def hand_to_browsertrix(client, crawl, limit: int | None = None) -> int:
         with client.pipeline(transaction=False) as pipe:
             for source, ids in per_crawl.items():
                 pipe.rpush(f"c:{source}:wacz", *(json.dumps(
-                    {"filename": file_name(files[i]), "hash": f"sha256:{files[i].sha256}",
-                     "size": files[i].size}) for i in ids))
+                    {**requirement(files[i]), "size": files[i].size}) for i in ids))
             pipe.sadd("allcrawls", *per_crawl)
             pipe.execute()
     return total

@@ -11,6 +11,7 @@ with a bucket, the upload contract.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -102,7 +103,7 @@ def hand_known_payloads(rt: Runtime, crawl: Crawl) -> None:
     browsertrix = rt.settings.browser_crawler(rt.launcher.name)
     hand = dedup.hand_to_browsertrix if browsertrix else dedup.hand_to_crawler
     limit = rt.settings.dedup_max_payloads
-    count, refused = 0, no_room(client, dedup.index_bytes(crawl, limit, browsertrix))
+    count, refused = 0, no_room(client, lambda: dedup.index_bytes(crawl, limit, browsertrix))
     if not refused:
         try:
             count = hand(client, crawl, limit)
@@ -124,16 +125,20 @@ def hand_known_payloads(rt: Runtime, crawl: Crawl) -> None:
     rt.note(crawl, f"deduplicating against {count} payload(s) the org kept{more}{refused}")
 
 
-def no_room(client, needed: int) -> str:
-    """Why a dedup index of `needed` bytes is not written to a server with a memory limit:
-    it may take at most half of the room left, the rest is for the crawls' own writes (a
-    write over the limit fails, for every crawl); "" when it fits or there is no limit."""
+def no_room(client, estimate: Callable[[], int]) -> str:
+    """Why a dedup index of `estimate()` bytes is not written to a server with a memory
+    limit: it may take at most half of the room left, the rest is for the crawls' own writes
+    (a write over the limit fails, for every crawl); "" when it fits or there is no limit
+    (then nothing is estimated: that reads every payload handed)."""
     try:
         memory = client.info("memory")
     except redis.ResponseError:  # a server that will not say: its refusal is the guard
         return ""
-    room = int(memory.get("maxmemory") or 0) - int(memory.get("used_memory") or 0)
-    if not memory.get("maxmemory") or needed <= room // 2:
+    if not memory.get("maxmemory"):
+        return ""
+    room = int(memory["maxmemory"]) - int(memory.get("used_memory") or 0)
+    needed = estimate()
+    if needed <= room // 2:
         return ""
     return (f"; not handed: about {human_size(needed)} where the Redis server has "
             f"{human_size(max(room, 0))} left (ARCHIVER_DEDUP_MAX_PAYLOADS, ARCHIVER_REDIS_MAX_BYTES)")

@@ -161,7 +161,7 @@ def test_an_index_the_redis_server_has_no_room_for_is_not_left_there_and_the_cra
         make_runner, make_crawl, fake, settings, admin, org, caplog, monkeypatch, estimated):
     kept_payloads(org, 12_000, path="p" * 3000)  # 36 MB of URLs, over the server's 32 MiB
     if not estimated:  # the estimate wrong: the server's refusal is the last guard
-        monkeypatch.setattr(launch, "no_room", lambda client, needed: "")
+        monkeypatch.setattr(launch, "no_room", lambda client, estimate: "")
     other = make_crawl()
     crawl = make_crawl(dedup=True)
     runner = make_runner(fake, settings=settings.model_copy(update={"max_concurrent_crawls": 2}),
