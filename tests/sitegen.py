@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tests.ports import free_port
+from tests.ports import refused_port
 
 FILLER = ("<p>" + "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 12 + "</p>\n")
 
@@ -215,7 +215,15 @@ def serve_site(pages: int | None = None, slow_delay: float = 0.3,
                latency: float = 0.0, extra: dict[str, Response] | None = None) -> Iterator[Site]:
     """Serve the fixed site (or, with `pages`, also /gen/ with that many pages) until exit;
     `extra` adds routes of a test's own (tests.jssite's pages, say)."""
-    external_url = f"http://localhost:{free_port()}/external.html"
+    with refused_port() as external_port:
+        with _serve(f"http://localhost:{external_port}/external.html", pages, slow_delay,
+                    latency, extra) as site:
+            yield site
+
+
+@contextmanager
+def _serve(external_url: str, pages: int | None, slow_delay: float, latency: float,
+           extra: dict[str, Response] | None) -> Iterator[Site]:
     routes = fixed_site(external_url, slow_delay)
     if pages:
         routes.update(generated_site(pages))

@@ -19,7 +19,7 @@ import pytest
 
 from archiver.conf import CRAWLER_VERSION, Settings
 from runner import doctor
-from tests.ports import free_port
+from tests.ports import refused_port
 from tests.runner.engine_sockets import HungEngine
 
 REPO = Path(__file__).resolve().parent.parent
@@ -120,8 +120,8 @@ def test_a_missing_image_is_one_failed_line_saying_how_to_get_it(healthy, docker
 
 
 def test_redis_down_is_one_failed_line_with_its_fix(healthy):
-    port = free_port()  # nobody listens there
-    code, lines, _ = doctor_lines({**healthy, "ARCHIVER_REDIS_URL": f"redis://:s3cret-pw@127.0.0.1:{port}/0"})
+    with refused_port() as port:
+        code, lines, _ = doctor_lines({**healthy, "ARCHIVER_REDIS_URL": f"redis://:s3cret-pw@127.0.0.1:{port}/0"})
     assert code == 1
     assert failed_lines(lines) == [
         f"✗ redis: Redis at 127.0.0.1:{port} (ARCHIVER_REDIS_URL) does not answer within 2 s "
@@ -226,8 +226,8 @@ def test_the_crawler_is_named_from_the_image_labels():
 
 
 def test_an_unreachable_database_server_is_one_failed_line_without_its_password(healthy):
-    port = free_port()
-    code, lines, _ = doctor_lines({**healthy, "ARCHIVER_DATABASE_URL": f"postgres://u:s3cret-pw@127.0.0.1:{port}/x"})
+    with refused_port() as port:
+        code, lines, _ = doctor_lines({**healthy, "ARCHIVER_DATABASE_URL": f"postgres://u:s3cret-pw@127.0.0.1:{port}/x"})
     assert code == 1
     (line,) = failed_lines(lines)
     assert line.startswith(f"✗ database: postgresql 127.0.0.1:{port}/x does not answer: ")

@@ -8,7 +8,7 @@ import subprocess
 import time
 
 from tests.crawler.running import CRAWLER
-from tests.ports import free_port
+from tests.ports import refused_port
 from tests.sitegen import serve_site
 from tests.waiting import wait_for
 
@@ -47,8 +47,9 @@ def test_an_unknown_key_in_the_config_file_exits_4(tmp_path):
 
 
 def test_an_unreachable_redis_exits_8(tmp_path):
-    result = run("--url", "http://127.0.0.1:9/", "--cwd", str(tmp_path),
-                 "--redisStoreUrl", f"redis://127.0.0.1:{free_port()}/0")
+    with refused_port() as port:
+        result = run("--url", "http://127.0.0.1:9/", "--cwd", str(tmp_path),
+                     "--redisStoreUrl", f"redis://127.0.0.1:{port}/0")
     assert result.returncode == 8
 
 

@@ -27,7 +27,7 @@ from archiver_crawler.state import CrawlState, Outcome, QueueEntry
 from archiver_crawler.warc import iso_now
 
 from tests.crawler.running import base_args
-from tests.ports import free_port
+from tests.ports import free_port, refused_port
 from tests.waiting import wait_for
 
 INSTANCE = "crawl-crawl1-0"
@@ -129,10 +129,11 @@ def test_a_silent_health_check_client_does_not_hold_the_instance(spawn, big_site
 
 
 def test_restarts_on_error_keeps_the_exit_codes_so_the_runner_relaunches(tmp_path):
-    done = subprocess.run(
-        [str(cli_path()), "--url", "http://127.0.0.1:9/", "--cwd", str(tmp_path),
-         "--restartsOnError", "--redisStoreUrl", f"redis://127.0.0.1:{free_port()}/0"],
-        capture_output=True, text=True, timeout=30)
+    with refused_port() as port:
+        done = subprocess.run(
+            [str(cli_path()), "--url", "http://127.0.0.1:9/", "--cwd", str(tmp_path),
+             "--restartsOnError", "--redisStoreUrl", f"redis://127.0.0.1:{port}/0"],
+            capture_output=True, text=True, timeout=30)
     assert done.returncode == 8
 
 

@@ -15,7 +15,7 @@ from django.core.management import call_command
 
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, Org, SnapshotStatus
-from tests.ports import free_port
+from tests.ports import refused_port
 from tests.runner.helpers import (
     assert_disjoint_archives,
     drive,
@@ -115,8 +115,10 @@ def late_page(port: int):
 
 
 def test_failed_pages_are_retried_into_the_same_crawls_archive(make_runner, make_crawl, settings):
-    late = f"http://127.0.0.1:{free_port()}/late.html"  # nothing listens there yet
-    with slow_site(pages=4, delay=0.01) as site:
+    nothing_listens = contextlib.ExitStack()
+    late_port = nothing_listens.enter_context(refused_port())
+    late = f"http://127.0.0.1:{late_port}/late.html"
+    with nothing_listens, slow_site(pages=4, delay=0.01) as site:
         crawl = make_crawl(site.url, late)
         runner = make_runner(clock=db_now)
         drive(runner, is_final(crawl))
@@ -125,7 +127,8 @@ def test_failed_pages_are_retried_into_the_same_crawls_archive(make_runner, make
         assert list(crawl.failed_pages().values_list("url", flat=True)) == [late]
         first_done, requests = crawl.pages_done, sum(site.requests.values())
 
-        with late_page(int(late.split(":")[2].split("/")[0])):
+        nothing_listens.close()
+        with late_page(late_port):
             call_command("retry", crawl.pk, "--failed-pages", stdout=io.StringIO())
             drive(runner, is_final(crawl))
         assert sum(site.requests.values()) == requests  # the session crawled the failed page only
