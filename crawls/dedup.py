@@ -45,8 +45,9 @@ def _stamp_date(stamp: str) -> str:
         "%Y-%m-%dT%H:%M:%SZ")
 
 
-def index_lines(zf: zipfile.ZipFile):
-    """(digest, url, date) of each whole 200 response in the WACZ's CDXJ index."""
+def index_lines(zf: zipfile.ZipFile, revisited: set[str] | None = None):
+    """(digest, url, date) of each whole 200 response in the WACZ's CDXJ index; the digests
+    its revisit records name go into `revisited`."""
     name = next((n for n in INDEX_NAMES if n in zf.namelist()), None)
     if name is None:
         return
@@ -59,34 +60,48 @@ def index_lines(zf: zipfile.ZipFile):
                 fields = json.loads(parts[2])
             except ValueError:
                 continue
-            if (fields.get("mime") == "warc/revisit" or str(fields.get("status")) != "200"
-                    or not fields.get("digest") or not fields.get("url")):
+            digest = fields.get("digest")
+            if not digest or not isinstance(digest, str):
                 continue
-            digest = fields["digest"]
             if ":" not in digest:  # cdxj-indexer drops the prefix; 64 hex digits are sha256's
                 digest = ("sha256:" if len(digest) == 64 else "sha1:") + digest
-            yield digest, fields["url"], _stamp_date(parts[1])
+            if fields.get("mime") == "warc/revisit":
+                if revisited is not None:
+                    revisited.add(digest)
+            elif str(fields.get("status")) == "200" and fields.get("url"):
+                yield digest, fields["url"], _stamp_date(parts[1])
 
 
 def index_file(crawl_file: CrawlFile, settings) -> None:
     """Record one kept WACZ's payloads and requirements (again is harmless)."""
+    revisited: set[str] = set()
     with open_kept(crawl_file, settings) as fh, zipfile.ZipFile(fh) as zf:
         rows: list[tuple[str, str, str]] = []
-        for row in index_lines(zf):
+        for row in index_lines(zf, revisited):
             rows.append(row)
             if len(rows) >= BATCH:
                 PayloadDigest.add_batch(crawl_file, rows)
                 rows = []
         if rows:
             PayloadDigest.add_batch(crawl_file, rows)
-        with contextlib.suppress(KeyError, ValueError):
+        with contextlib.suppress(KeyError, ValueError, AttributeError):
             package = json.loads(zf.read("datapackage.json"))
             hashes = [r.get("hash", "").removeprefix("sha256:")
                       for r in package.get("relation", {}).get("requires", [])]
-            required = CrawlFile.objects.filter(crawl__org_id=crawl_file.crawl.org_id,
-                                                sha256__in=[h for h in hashes if h])
-            FileDependency.record(crawl_file, list(required))
+            named = CrawlFile.objects.filter(crawl__org_id=crawl_file.crawl.org_id,
+                                             sha256__in=[h for h in hashes if h])
+            FileDependency.record(crawl_file, [f for f in named if _holds_any(f, revisited)])
     crawl_file.mark_payloads_indexed()
+
+
+def _holds_any(crawl_file: CrawlFile, digests: set[str]) -> bool:
+    """Whether the kept file is the org's holder of one of `digests`. What a WACZ requires
+    is the crawler's word; an archive it names but does not revisit is not a dependency, so
+    a crawler cannot pin another crawl's archive against deletion or reach it in replay."""
+    ordered = sorted(digests)
+    return any(PayloadDigest.objects.filter(crawl_file=crawl_file,
+                                            digest__in=ordered[i:i + BATCH // 4]).exists()
+               for i in range(0, len(ordered), BATCH // 4))
 
 
 def index_pending(settings, limit: int = FILES_PER_PASS) -> int:

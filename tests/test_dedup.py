@@ -133,12 +133,8 @@ def test_dedup_is_on_by_default_for_schedules_only():
 
 
 def test_the_wacz_of_a_deduplicated_crawl_names_the_required_archive(two_crawls):
-    import zipfile
-
     first, first_file, second, second_file = two_crawls
-    with zipfile.ZipFile(conf.get().data_dir / second_file.path) as zf:
-        package = json.loads(zf.read("datapackage.json"))
-    assert package["relation"]["requires"] == [dedup.requirement(first_file)]
+    assert read_package(second_file)["relation"]["requires"] == [dedup.requirement(first_file)]
 
 
 def browsertrix_lookup(client, own_id: str, digest: str) -> tuple[str, str, str, dict] | None:
@@ -206,3 +202,56 @@ def test_an_index_without_digest_prefixes_is_read_as_sha1_or_sha256_by_length():
     with zipfile.ZipFile(buffer) as zf:
         assert [d for d, _, _ in dedup.index_lines(zf)] == [
             "sha1:" + "A" * 32, "sha256:" + "ab" * 32, "sha256:" + "cd" * 32]
+
+
+def read_package(crawl_file: CrawlFile) -> dict:
+    import zipfile
+
+    with zipfile.ZipFile(conf.get().data_dir / crawl_file.path) as zf:
+        return json.loads(zf.read("datapackage.json"))
+
+
+def with_package(crawl_file: CrawlFile, package) -> None:
+    """Rewrite the kept WACZ's datapackage.json as a hostile crawler could have written it."""
+    import zipfile
+
+    path = conf.get().data_dir / crawl_file.path
+    with zipfile.ZipFile(path) as zf:
+        entries = {n: zf.read(n) for n in zf.namelist()}
+    entries["datapackage.json"] = json.dumps(package).encode()
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in entries.items():
+            zf.writestr(name, data)
+    data = path.read_bytes()
+    CrawlFile.objects.filter(pk=crawl_file.pk).update(
+        size=len(data), sha256=hashlib.sha256(data).hexdigest(), payloads_indexed=False)
+
+
+def test_an_archive_named_in_requires_but_not_revisited_is_no_dependency(two_crawls, conf_data_dir):
+    first, first_file, second, second_file = two_crawls
+    stranger = finished_crawl()
+    stranger_file = kept_wacz(conf_data_dir, stranger, {"http://x/private": b"not yours"})
+    assert dedup.index_pending(conf.get()) == 1
+    package = read_package(second_file)
+    package["relation"]["requires"].append(dedup.requirement(stranger_file))
+    with_package(second_file, package)
+    FileDependency.objects.all().delete()
+    assert dedup.index_pending(conf.get()) == 1
+
+    # What its revisits point into stays required; the stranger is neither pinned nor replayed.
+    assert list(FileDependency.objects.values_list("file_id", "required_id")) == [
+        (second_file.pk, first_file.pk)]
+    assert stranger_file not in dedup.with_required([second_file])
+    actions.delete(stranger)
+    assert not Crawl.objects.filter(pk=stranger.pk).exists()
+
+
+@pytest.mark.parametrize("package", [[], {"relation": []}, {"relation": {"requires": ["x", 3]}},
+                                     {"relation": {"requires": [{"hash": 7}]}}])
+def test_a_malformed_datapackage_is_indexed_without_dependencies(two_crawls, package):
+    first, first_file, second, second_file = two_crawls
+    with_package(second_file, package)
+    FileDependency.objects.all().delete()
+    assert dedup.index_pending(conf.get()) == 1
+    assert not FileDependency.objects.exists()
+    assert PayloadDigest.objects.filter(crawl_file=second_file).count() == 1
