@@ -28,6 +28,7 @@ INDEX_NAMES = ("indexes/index.cdxj", "indexes/index.cdx")
 BATCH = 2000
 FILES_PER_PASS = 2  # a pass stays short; the next one goes on with the rest
 _HANDED = 5000  # digests per HSET when filling a crawler's Redis
+DIGEST_MAX = PayloadDigest._meta.get_field("digest").max_length
 
 
 def open_kept(crawl_file: CrawlFile, settings):
@@ -58,18 +59,23 @@ def index_lines(zf: zipfile.ZipFile, revisited: set[str] | None = None):
                 continue
             try:
                 fields = json.loads(parts[2])
+                date = _stamp_date(parts[1])
             except ValueError:
                 continue
-            digest = fields.get("digest")
+            # The index is the crawler's writing: a line of the wrong shape is skipped.
+            digest = fields.get("digest") if isinstance(fields, dict) else None
             if not digest or not isinstance(digest, str):
                 continue
             if ":" not in digest:  # cdxj-indexer drops the prefix; 64 hex digits are sha256's
                 digest = ("sha256:" if len(digest) == 64 else "sha1:") + digest
+            url = fields.get("url")
+            if len(digest) > DIGEST_MAX:
+                continue
             if fields.get("mime") == "warc/revisit":
                 if revisited is not None:
                     revisited.add(digest)
-            elif str(fields.get("status")) == "200" and fields.get("url"):
-                yield digest, fields["url"], _stamp_date(parts[1])
+            elif str(fields.get("status")) == "200" and url and isinstance(url, str):
+                yield digest, url, date
 
 
 def index_file(crawl_file: CrawlFile, settings) -> None:
@@ -84,7 +90,7 @@ def index_file(crawl_file: CrawlFile, settings) -> None:
                 rows = []
         if rows:
             PayloadDigest.add_batch(crawl_file, rows)
-        with contextlib.suppress(KeyError, ValueError, AttributeError):
+        with contextlib.suppress(KeyError, ValueError, AttributeError, TypeError):
             package = json.loads(zf.read("datapackage.json"))
             hashes = [r.get("hash", "").removeprefix("sha256:")
                       for r in package.get("relation", {}).get("requires", [])]

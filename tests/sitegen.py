@@ -215,10 +215,10 @@ def serve_site(pages: int | None = None, slow_delay: float = 0.3,
                latency: float = 0.0, extra: dict[str, Response] | None = None) -> Iterator[Site]:
     """Serve the fixed site (or, with `pages`, also /gen/ with that many pages) until exit;
     `extra` adds routes of a test's own (tests.jssite's pages, say)."""
-    with refused_port() as external_port:
-        with _serve(f"http://localhost:{external_port}/external.html", pages, slow_delay,
-                    latency, extra) as site:
-            yield site
+    with (refused_port() as external_port,
+          _serve(f"http://localhost:{external_port}/external.html", pages, slow_delay, latency,
+                 extra) as site):
+        yield site
 
 
 @contextmanager

@@ -255,3 +255,21 @@ def test_a_malformed_datapackage_is_indexed_without_dependencies(two_crawls, pac
     assert dedup.index_pending(conf.get()) == 1
     assert not FileDependency.objects.exists()
     assert PayloadDigest.objects.filter(crawl_file=second_file).count() == 1
+
+
+def test_index_lines_of_the_wrong_shape_are_skipped_and_the_rest_indexed():
+    import io
+    import zipfile
+
+    good = json.dumps({"url": "http://x/ok", "digest": "sha1:" + "B" * 32, "status": "200"})
+    lines = ["x)/ 20260102030405 [1, 2]", "x)/ 2026-bad-date " + good,
+             "x)/ 20260102030405 " + json.dumps({"url": {"a": 1}, "digest": "sha1:C", "status": 200}),
+             "x)/ 20260102030405 " + json.dumps({"url": "http://x/n", "digest": 7, "status": 200}),
+             "x)/ 20260102030405 " + json.dumps({"url": "http://x/l", "digest": "D" * 200, "status": 200}),
+             "x)/ 20260102030405 " + good]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("indexes/index.cdxj", "\n".join(lines) + "\n")
+    with zipfile.ZipFile(buffer) as zf:
+        assert list(dedup.index_lines(zf)) == [
+            ("sha1:" + "B" * 32, "http://x/ok", "2026-01-02T03:04:05Z")]

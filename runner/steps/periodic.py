@@ -104,6 +104,7 @@ def index_pages(rt: Runtime, now: dt.datetime) -> bool:
     return indexing.index_next(rt.settings.data_dir, now, rt.stop_event,
                                store=storage.object_store(rt.settings))
 
+
 def index_payloads(rt: Runtime, now: dt.datetime) -> bool:
     """Payload digests and dependencies of a few kept WACZs not yet indexed (docs/storage.md,
     "Deduplication"): bounded per pass, resumable (a file is marked once it is done)."""
