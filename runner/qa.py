@@ -176,7 +176,6 @@ def held_records(archives: diffing.Archives, crawl: Crawl) -> tuple[dict, dict]:
     return records, views
 
 
-
 async def replay_all(chromium: str, urls: list[str], exchanger: ArchiveExchanger,
                      workers: int, folder: Path, stop: threading.Event | None = None) -> list[Replayed]:
     options = EngineOptions(executable=chromium, workers=workers, page=REPLAY)

@@ -4,13 +4,13 @@ may flush, stop or restart freely."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.ports import free_port
 
@@ -29,18 +29,34 @@ def start_redis(tmp: Path, databases: int = 256, port: int | None = None) -> Red
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail("redis-server is not on PATH (scripts/test.sh installs it)")
-    port = port or free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--databases", str(databases), "--dir", str(tmp)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60  # a process starting on a busy machine
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return RedisServer(port=port, process=proc, databases=databases)
-        except OSError:
+    # A free port may be taken before the server binds it: the server then exits, and the
+    # port answers for someone else. So it counts as started when the server that answers
+    # is this process, and a port of our own choosing is tried again.
+    for _ in range(1 if port else 3):
+        chosen = port or free_port()
+        proc = subprocess.Popen(
+            [binary, "--port", str(chosen), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--databases", str(databases), "--dir", str(tmp)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60  # a process starting on a busy machine
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _answers_as(chosen, proc.pid):
+                return RedisServer(port=chosen, process=proc, databases=databases)
             time.sleep(0.05)
-    proc.kill()
+        if proc.poll() is None:  # running, yet not answering in a minute
+            proc.kill()
+            proc.wait()
+            break
     pytest.fail("redis-server did not start")
+
+
+def _answers_as(port: int, pid: int) -> bool:
+    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=0.5,
+                         socket_connect_timeout=0.2)
+    try:
+        return client.info("server").get("process_id") == pid
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
