@@ -68,13 +68,13 @@ def index_lines(zf: zipfile.ZipFile, revisited: set[str] | None = None):
                 continue
             if ":" not in digest:  # cdxj-indexer drops the prefix; 64 hex digits are sha256's
                 digest = ("sha256:" if len(digest) == 64 else "sha1:") + digest
-            url = fields.get("url")
             if len(digest) > DIGEST_MAX:
                 continue
+            url = fields.get("url")
             if fields.get("mime") == "warc/revisit":
                 if revisited is not None:
                     revisited.add(digest)
-            elif str(fields.get("status")) == "200" and url and isinstance(url, str):
+            elif str(fields.get("status")) == "200" and isinstance(url, str) and url:
                 yield digest, url, date
 
 
@@ -92,22 +92,34 @@ def index_file(crawl_file: CrawlFile, settings) -> None:
             PayloadDigest.add_batch(crawl_file, rows)
         with contextlib.suppress(KeyError, ValueError, AttributeError, TypeError):
             package = json.loads(zf.read("datapackage.json"))
-            hashes = [r.get("hash", "").removeprefix("sha256:")
-                      for r in package.get("relation", {}).get("requires", [])]
-            named = CrawlFile.objects.filter(crawl__org_id=crawl_file.crawl.org_id,
-                                             sha256__in=[h for h in hashes if h])
-            FileDependency.record(crawl_file, [f for f in named if _holds_any(f, revisited)])
+            hashes = {r.get("hash", "").removeprefix("sha256:")
+                      for r in package.get("relation", {}).get("requires", [])} - {""}
+            FileDependency.record(crawl_file, required(crawl_file, hashes, revisited))
     crawl_file.mark_payloads_indexed()
 
 
-def _holds_any(crawl_file: CrawlFile, digests: set[str]) -> bool:
-    """Whether the kept file is the org's holder of one of `digests`. What a WACZ requires
-    is the crawler's word; an archive it names but does not revisit is not a dependency, so
-    a crawler cannot pin another crawl's archive against deletion or reach it in replay."""
-    ordered = sorted(digests)
-    return any(PayloadDigest.objects.filter(crawl_file=crawl_file,
-                                            digest__in=ordered[i:i + BATCH // 4]).exists()
-               for i in range(0, len(ordered), BATCH // 4))
+def required(crawl_file: CrawlFile, hashes: set[str], revisited: set[str]) -> list[CrawlFile]:
+    """The org's kept files of those `hashes` that hold one of the `revisited` payloads.
+    What a WACZ requires is the crawler's word: an archive it names but does not revisit is
+    no dependency, so a crawler cannot pin another crawl's archive against deletion or reach
+    it in replay. Queried in slices: the lists are as long as the crawler made them, and a
+    database takes only so many parameters in one query (SQLite's limit is a build option)."""
+    org = crawl_file.crawl.org_id
+    named = {f.pk: f for part in _slices(hashes)
+             for f in CrawlFile.objects.filter(crawl__org_id=org, sha256__in=part)}
+    holders: set = set()
+    for part in _slices(revisited):
+        if named.keys() <= holders:
+            break
+        holders.update(PayloadDigest.objects.filter(org_id=org, digest__in=part)
+                       .values_list("crawl_file_id", flat=True).distinct())
+    return [f for pk, f in named.items() if pk in holders]
+
+
+def _slices(values: set[str], size: int = 500):
+    ordered = sorted(values)
+    for start in range(0, len(ordered), size):
+        yield ordered[start:start + size]
 
 
 def index_pending(settings, limit: int = FILES_PER_PASS) -> int:

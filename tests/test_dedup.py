@@ -211,14 +211,16 @@ def read_package(crawl_file: CrawlFile) -> dict:
         return json.loads(zf.read("datapackage.json"))
 
 
-def with_package(crawl_file: CrawlFile, package) -> None:
-    """Rewrite the kept WACZ's datapackage.json as a hostile crawler could have written it."""
+def with_package(crawl_file: CrawlFile, package, index_lines: list[str] = ()) -> None:
+    """Rewrite the kept WACZ's datapackage.json (and add lines to its CDXJ index) as a
+    hostile crawler could have written them."""
     import zipfile
 
     path = conf.get().data_dir / crawl_file.path
     with zipfile.ZipFile(path) as zf:
         entries = {n: zf.read(n) for n in zf.namelist()}
     entries["datapackage.json"] = json.dumps(package).encode()
+    entries["indexes/index.cdxj"] += "".join(line + "\n" for line in index_lines).encode()
     with zipfile.ZipFile(path, "w") as zf:
         for name, data in entries.items():
             zf.writestr(name, data)
@@ -273,3 +275,20 @@ def test_index_lines_of_the_wrong_shape_are_skipped_and_the_rest_indexed():
     with zipfile.ZipFile(buffer) as zf:
         assert list(dedup.index_lines(zf)) == [
             ("sha1:" + "B" * 32, "http://x/ok", "2026-01-02T03:04:05Z")]
+
+
+def test_tens_of_thousands_of_requires_and_revisits_are_indexed(two_crawls, conf_data_dir):
+    first, first_file, second, second_file = two_crawls
+    stranger = finished_crawl()
+    stranger_file = kept_wacz(conf_data_dir, stranger, {"http://x/private": b"not yours"})
+    assert dedup.index_pending(conf.get()) == 1
+    package = read_package(second_file)
+    package["relation"]["requires"] += [{"hash": f"sha256:{n:064x}"} for n in range(40_000)]
+    package["relation"]["requires"].append(dedup.requirement(stranger_file))
+    revisits = ["x)/r 20260102030405 " + json.dumps(
+        {"url": f"http://x/r{n}", "mime": "warc/revisit", "digest": f"sha1:{n:032d}"})
+        for n in range(40_000)]
+    with_package(second_file, package, revisits)
+    FileDependency.objects.all().delete()
+    assert dedup.index_pending(conf.get()) == 1
+    assert list(FileDependency.objects.values_list("required_id", flat=True)) == [first_file.pk]
