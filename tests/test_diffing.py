@@ -45,3 +45,17 @@ def test_without_digests_a_changed_body_is_changed_and_an_equal_one_unchanged(co
 def test_a_score_short_of_1_is_shown_rounded_down_so_a_changed_page_never_reads_the_same():
     shown = [diffing.shown_score(v) for v in (0.9961, 0.9999, 1.0, 0.29, 0.5, None)]
     assert shown == ["0.99", "0.99", "1.00", "0.29", "0.50", "-"]
+
+
+def test_a_long_pages_text_diff_compares_its_first_lines_and_says_so(conf_data_dir):
+    org = Org.objects.create(slug="acme", name="Acme")
+    lines = [f"L{n}x" for n in range(diffing.DIFF_LINES + 500)]
+    body = "<html><body>{}</body></html>"
+    a = kept(conf_data_dir, org, {URL: body.format("".join(f"<p>{t}</p>" for t in lines))})
+    b = kept(conf_data_dir, org, {URL: body.format("".join(
+        f"<p>{t}{' edited' if n % 2 else ''}</p>" for n, t in enumerate(lines)))})
+    table = diffing.text_diff_html(a, b, URL)
+    last, beyond = diffing.DIFF_LINES - 1, diffing.DIFF_LINES + 1
+    assert f"L{last}x" in table and f"L{beyond}x" not in table
+    assert (f"The first {diffing.DIFF_LINES:,} lines of each text are compared: crawl "
+            f"{a.short_id}'s has {len(lines):,}, crawl {b.short_id}'s {len(lines):,}.") in table
