@@ -59,3 +59,16 @@ def test_a_long_pages_text_diff_compares_its_first_lines_and_says_so(conf_data_d
     assert f"L{last}x" in table and f"L{beyond}x" not in table
     assert (f"The first {diffing.DIFF_LINES:,} lines of each text are compared: crawl "
             f"{a.short_id}'s has {len(lines):,}, crawl {b.short_id}'s {len(lines):,}.") in table
+
+
+def test_a_long_paragraph_is_diffed_by_its_sentences_and_a_long_sentence_in_pieces(conf_data_dir):
+    sentences = [f"Sentence {n} says something about the archive." for n in range(300)]
+    assert diffing.diff_lines(" ".join(sentences)) == sentences
+    assert all(0 < len(piece) <= diffing.LINE_CHARS for piece in diffing.diff_lines("word " * 10_000))
+
+    org = Org.objects.create(slug="acme", name="Acme")
+    a = kept(conf_data_dir, org, {URL: html(" ".join(sentences))})
+    b = kept(conf_data_dir, org, {URL: html(" ".join(sentences).replace("150 says", "150 now says"))})
+    table = diffing.text_diff_html(a, b, URL).replace("&nbsp;", " ")
+    # The edited sentence and its context, not the whole paragraph it is in.
+    assert "Sentence 150" in table and "Sentence 140 " not in table and "Sentence 160 " not in table
