@@ -9,8 +9,8 @@ A page is a URL of a WACZ's pages/pages.jsonl, normalised as the crawler normali
 It changed when the payload digest of its response record differs, read from the WACZ's
 CDXJ index (a revisit record counts as the digest it names; where the index gives no
 digest, its body differs). For HTML pages a similarity
-of their texts is given too: difflib's SequenceMatcher ratio over words (the quick ratio on
-very long pages), 1.0 for equal texts. The text is pages.jsonl's `text` when the crawler
+of their texts is given too: the words they begin and end with alike, and difflib's
+SequenceMatcher over the rest (the quick ratio on very long ones), 1.0 for equal texts. The text is pages.jsonl's `text` when the crawler
 wrote one, else extracted from the HTML body in the WARC (scripts and styles dropped).
 
 WACZ members are read through zipfile from wherever the archive is kept (the data dir, or
@@ -246,8 +246,19 @@ def text_similarity(a: str | None, b: str | None) -> float | None:
     words_a, words_b = a.split(), b.split()
     if words_a == words_b:
         return 1.0
-    matcher = difflib.SequenceMatcher(None, words_a, words_b, autojunk=False)
-    ratio = matcher.quick_ratio() if min(len(words_a), len(words_b)) > EXACT_WORDS else matcher.ratio()
+    # A page edited in one place keeps a long head and tail: matched here in one pass, so
+    # the matcher, whose cost grows with the product of the lengths, gets the middle alone.
+    shorter = min(len(words_a), len(words_b))
+    head = next((n for n in range(shorter) if words_a[n] != words_b[n]), shorter)
+    tail = next((n for n in range(shorter - head) if words_a[-1 - n] != words_b[-1 - n]),
+                shorter - head)
+    middle_a, middle_b = words_a[head:len(words_a) - tail], words_b[head:len(words_b) - tail]
+    matcher = difflib.SequenceMatcher(None, middle_a, middle_b, autojunk=False)
+    if min(len(middle_a), len(middle_b)) > EXACT_WORDS:
+        matched = matcher.quick_ratio() * (len(middle_a) + len(middle_b)) / 2
+    else:
+        matched = sum(block.size for block in matcher.get_matching_blocks())
+    ratio = 2 * (head + tail + matched) / (len(words_a) + len(words_b))
     return min(round(ratio, 4), 0.9999)  # words differ: never shown as "the same"
 
 

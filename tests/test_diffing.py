@@ -72,3 +72,12 @@ def test_a_long_paragraph_is_diffed_by_its_sentences_and_a_long_sentence_in_piec
     table = diffing.text_diff_html(a, b, URL).replace("&nbsp;", " ")
     # The edited sentence and its context, not the whole paragraph it is in.
     assert "Sentence 150" in table and "Sentence 140 " not in table and "Sentence 160 " not in table
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), [
+    ("a b c d", "a X c d", 0.75), ("a b c d", "X b c d", 0.75), ("a b c d", "a b c X", 0.75),
+    ("a b c d", "a b c d e f", 0.8), ("a b", "c d", 0.0), ("a b c", "a b c", 1.0),
+    (" ".join(f"w{n}" for n in range(100_000)), " ".join(f"w{n}" for n in range(100_000)) + " new",
+     0.9999)])
+def test_text_similarity_counts_the_words_in_place(a, b, expected):
+    assert diffing.text_similarity(a, b) == expected
