@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import zipfile
-from datetime import UTC, datetime
+import zlib
+from datetime import UTC, datetime, timedelta
 
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.db.models.functions import Length
+from django.utils import timezone
 
 from archiver.errors import ArchiverError
 from crawls import storage
@@ -27,8 +30,10 @@ from crawls.retention import kept_path
 INDEX_NAMES = ("indexes/index.cdxj", "indexes/index.cdx")
 BATCH = 2000
 FILES_PER_PASS = 2  # a pass stays short; the next one goes on with the rest
+RETRY = timedelta(minutes=30)  # a file that could not be read is tried again after this
 _HANDED = 5000  # digests per HSET when filling a crawler's Redis
 DIGEST_MAX = PayloadDigest._meta.get_field("digest").max_length
+log = logging.getLogger(__name__)
 
 
 def open_kept(crawl_file: CrawlFile, settings):
@@ -124,13 +129,19 @@ def _slices(values: set[str], size: int = 500):
 
 def index_pending(settings, limit: int = FILES_PER_PASS) -> int:
     """Index up to `limit` kept files not yet indexed; how many were done. A file that
-    cannot be read now (bucket away) is left for a later pass."""
-    done = 0
-    pending = CrawlFile.objects.filter(payloads_indexed=False).select_related("crawl")
+    cannot be read (bucket away, gone from disk, corrupt) waits RETRY while the next ones
+    go on: the oldest files come first, and two unreadable ones held up every later one."""
+    done, now = 0, timezone.now()
+    pending = (CrawlFile.objects.filter(payloads_indexed=False)
+               .filter(Q(payloads_retry_at__isnull=True) | Q(payloads_retry_at__lte=now))
+               .select_related("crawl"))
     for crawl_file in pending.order_by("created_at", "pk")[:limit]:
         try:
             index_file(crawl_file, settings)
-        except (OSError, zipfile.BadZipFile, ArchiverError):
+        except (OSError, EOFError, zlib.error, zipfile.BadZipFile, ArchiverError) as exc:
+            log.warning("crawl %s: cannot read %s for deduplication (%s); again in %s",
+                        crawl_file.crawl_id, crawl_file.path, exc, RETRY)
+            crawl_file.payloads_failed(now + RETRY)
             continue
         done += 1
     return done

@@ -292,3 +292,28 @@ def test_tens_of_thousands_of_requires_and_revisits_are_indexed(two_crawls, conf
     FileDependency.objects.all().delete()
     assert dedup.index_pending(conf.get()) == 1
     assert list(FileDependency.objects.values_list("required_id", flat=True)) == [first_file.pk]
+
+
+def test_archives_that_cannot_be_read_wait_their_turn_and_do_not_hold_up_the_rest(conf_data_dir):
+    crawl = finished_crawl()
+    broken = []
+    for n, data in enumerate([b"not a zip at all", b"PK\x03\x04" + b"\0" * 200]):
+        path = f"archives/{crawl.pk}/broken-{n}.wacz"
+        (conf_data_dir / path).parent.mkdir(parents=True, exist_ok=True)
+        (conf_data_dir / path).write_bytes(data)
+        broken.append(CrawlFile.objects.create(crawl=crawl, path=path, size=len(data),
+                                               sha256=hashlib.sha256(data).hexdigest()))
+    gone = CrawlFile.objects.create(crawl=crawl, path=f"archives/{crawl.pk}/gone.wacz", size=1,
+                                    sha256="0" * 64)
+    good = kept_wacz(conf_data_dir, finished_crawl(), {"http://x/a": b"kept"})
+
+    assert dedup.index_pending(conf.get()) == 0  # the two oldest fail, and wait
+    assert dedup.index_pending(conf.get()) == 1  # the one gone from disk fails; then the good one
+    assert PayloadDigest.objects.filter(crawl_file=good).count() == 1
+    waiting = CrawlFile.objects.filter(pk__in=[f.pk for f in [*broken, gone]])
+    assert all(f.payloads_retry_at > timezone.now() and not f.payloads_indexed for f in waiting)
+    assert dedup.index_pending(conf.get()) == 0  # nothing due until then
+
+    CrawlFile.objects.filter(pk__in=[f.pk for f in waiting]).update(
+        payloads_retry_at=timezone.now() - dt.timedelta(seconds=1))
+    assert dedup.index_pending(conf.get()) == 0  # due again, failing again

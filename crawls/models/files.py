@@ -31,6 +31,8 @@ class CrawlFile(models.Model):
 
     payloads_indexed = models.BooleanField(
         default=False, help_text="Its payload digests and dependencies are recorded (dedup).")
+    payloads_retry_at = models.DateTimeField(
+        null=True, blank=True, help_text="It could not be read for dedup: tried again from then.")
 
     objects = IndexQuerySet.as_manager()
 
@@ -44,6 +46,11 @@ class CrawlFile(models.Model):
         """Its payload digests and dependencies are recorded (crawls/dedup.py)."""
         CrawlFile.objects.filter(pk=self.pk).update(payloads_indexed=True)
         self.payloads_indexed = True
+
+    def payloads_failed(self, retry_at) -> None:
+        """It could not be read for dedup: the next files go first, it again from `retry_at`."""
+        CrawlFile.objects.filter(pk=self.pk).update(payloads_retry_at=retry_at)
+        self.payloads_retry_at = retry_at
 
     def summary(self) -> dict:
         return {"path": self.path, "size": self.size, "sha256": self.sha256}
