@@ -8,8 +8,15 @@ import zlib
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 
 from archiver import conf
-from crawls import storage
-from crawls.downloads import byte_range, file_name, never_rendered, open_archive, read_span
+from crawls import dedup, storage
+from crawls.downloads import (
+    byte_range,
+    file_name,
+    never_rendered,
+    open_archive,
+    package_name,
+    read_span,
+)
 from crawls.models import Collection, CrawlFile
 from crawls.multiwacz import Member, Package, datapackage, in_memory
 
@@ -50,10 +57,11 @@ def member_name(crawl_file: CrawlFile) -> str:
 
 
 def package(collection: Collection) -> Package:
-    files = list(collection.files())
+    # With the archives its members require, so that their revisits replay offline too.
+    files = dedup.with_required(list(collection.files()))
     if not files:
         raise Http404(f"collection {collection.name!r} has no archive files")
-    resources = [{"name": file_name(f), "path": member_name(f), "hash": f"sha256:{f.sha256}",
+    resources = [{"name": package_name(f.crawl_id, file_name(f)), "path": member_name(f), "hash": f"sha256:{f.sha256}",
                   "bytes": f.size, "crawlId": f.crawl_id} for f in files]
     members = [in_memory("datapackage.json", datapackage(resources, collection.name, collection.created_at),
                          collection.created_at)]

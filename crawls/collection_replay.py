@@ -26,8 +26,8 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_safe
 
 from archiver import conf
-from crawls import capability, replay_views, storage, wayback
-from crawls.downloads import file_name, serve_archive, serve_object
+from crawls import capability, dedup, replay_views, storage, wayback
+from crawls.downloads import file_name, package_name, serve_archive, serve_object
 from crawls.models import Collection
 from crawls.models.collections import LINK_PREFIX
 
@@ -79,19 +79,13 @@ def page(request, token: str, collection: Collection):
     return TemplateResponse(request, "replay/page.html", context)
 
 
-def member_name(crawl_id: str, name: str) -> str:
-    """A member archive's name in replay.json: ReplayWeb.page keys a package's WACZs by name,
-    and two crawls may name theirs alike."""
-    return f"{crawl_id}-{name if name.endswith('.wacz') else name + '.wacz'}"
-
-
 def page_entry(snapshot) -> dict:
     # `filename` names the member archive as replay.json does: ReplayWeb.page loads a page
     # from the resource of that name (with pagesQueryUrl it reads no page list of its own).
     return {"id": str(snapshot.pk), "url": snapshot.url, "title": snapshot.title or snapshot.url,
             "ts": snapshot.captured_at.isoformat(), "status": snapshot.http_status,
             "mime": snapshot.mime, "depth": snapshot.depth, "isSeed": snapshot.seed,
-            "crawl_id": snapshot.crawl_id, "filename": member_name(snapshot.crawl_id, snapshot.filename)}
+            "crawl_id": snapshot.crawl_id, "filename": package_name(snapshot.crawl_id, snapshot.filename)}
 
 
 def collection_pages(collection: Collection):
@@ -103,8 +97,9 @@ def collection_pages(collection: Collection):
 def replay_json(request, token: str, collection: Collection):
     """Every member archive for ReplayWeb.page to load as one (its multi-WACZ json source)."""
     # ReplayWeb.page keys a package's WACZs by name, and two crawls may name theirs alike.
-    resources = [{"name": member_name(f.crawl_id, file_name(f)), "path": replay_views.file_url(token, f),
-                  "hash": f"sha256:{f.sha256}", "size": f.size, "crawlId": f.crawl_id} for f in collection.files()]
+    resources = [{"name": package_name(f.crawl_id, file_name(f)), "path": replay_views.file_url(token, f),
+                  "hash": f"sha256:{f.sha256}", "size": f.size, "crawlId": f.crawl_id}
+                 for f in replay_files(collection)]
     pages = collection_pages(collection)
     initial = [page_entry(s) for s in pages.order_by("crawl_id", "pk")[:INITIAL_PAGES]]
     # Without the profile ReplayWeb.page reads the json as one WACZ's datapackage: only the
@@ -142,9 +137,17 @@ def pages(request, token: str, collection: Collection):
                         headers={"Cache-Control": "no-store"})
 
 
+def replay_files(collection: Collection) -> list:
+    """Its members' archives, then those they require: a member deduplicated against a crawl
+    outside the collection replays its unchanged pages from that crawl's archive."""
+    return dedup.with_required(list(collection.files()))
+
+
 @collection_granted
 def archive(request, token: str, collection: Collection, file_pk: int, name: str):
-    crawl_file = get_object_or_404(collection.files(), pk=file_pk)
+    crawl_file = next((f for f in replay_files(collection) if f.pk == file_pk), None)
+    if crawl_file is None:
+        raise Http404("no such archive file of this collection")
     if storage.is_object(crawl_file):
         return serve_object(request, crawl_file, file_name(crawl_file))
     return serve_archive(request, conf.get().data_dir, crawl_file.path, file_name(crawl_file))

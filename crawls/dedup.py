@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from archiver.errors import ArchiverError
 from crawls import storage
-from crawls.downloads import file_name
+from crawls.downloads import file_name, package_name
 from crawls.models import CrawlFile, FileDependency, PayloadDigest
 from crawls.retention import kept_path
 
@@ -149,7 +149,8 @@ def index_pending(settings, limit: int = FILES_PER_PASS) -> int:
 
 def requirement(crawl_file: CrawlFile) -> dict:
     """How a WACZ's relation.requires names a kept archive."""
-    return {"filename": file_name(crawl_file), "hash": f"sha256:{crawl_file.sha256}",
+    return {"filename": package_name(crawl_file.crawl_id, file_name(crawl_file)),
+            "hash": f"sha256:{crawl_file.sha256}",
             "crawlId": crawl_file.crawl_id}
 
 
@@ -288,5 +289,5 @@ def with_required(files: list[CrawlFile]) -> list[CrawlFile]:
 def replay_resources(files: list[CrawlFile], url_of) -> dict:
     """The multi-WACZ package (Browsertrix replay.json shape) listing `files`."""
     return {"profile": "multi-wacz-package", "resources": [
-        {"name": file_name(f), "path": url_of(f), "hash": f"sha256:{f.sha256}",
+        {"name": package_name(f.crawl_id, file_name(f)), "path": url_of(f), "hash": f"sha256:{f.sha256}",
          "size": f.size, "crawlId": f.crawl_id} for f in files]}

@@ -36,6 +36,16 @@ def file_name(crawl_file) -> str:
     return name if name.endswith(".wacz") else f"{name}.wacz"
 
 
+def package_name(crawl_id: str, name: str) -> str:
+    """A kept archive's name in a multi-WACZ package, and in the `relation.requires` of the
+    archives deduplicated against it. ReplayWeb.page keys a package's WACZs by name, and
+    finds a revisit's payload in the WACZs its archive requires by that name: the two must
+    agree, and two crawls may name theirs alike. What the runner keeps is named after its
+    crawl already; any other name gets the crawl id in front."""
+    name = name if name.endswith(".wacz") else f"{name}.wacz"
+    return name if name.startswith(f"{crawl_id}-") else f"{crawl_id}-{name}"
+
+
 def open_archive(data_dir: Path, relative: str):
     """The file as an open binary handle and its size; Http404 if it is gone or unsafe."""
     try:

@@ -317,3 +317,24 @@ def test_archives_that_cannot_be_read_wait_their_turn_and_do_not_hold_up_the_res
     CrawlFile.objects.filter(pk__in=[f.pk for f in waiting]).update(
         payloads_retry_at=timezone.now() - dt.timedelta(seconds=1))
     assert dedup.index_pending(conf.get()) == 0  # due again, failing again
+
+
+def test_a_collections_download_holds_the_archives_its_members_require(two_crawls):
+    import io
+    import zipfile
+
+    from crawls import collection_files
+    from crawls.models import Collection
+
+    first, first_file, second, second_file = two_crawls
+    collection = Collection.create(second.org, "Recrawl", now=timezone.now())
+    collection.add_crawls([second])
+    download = collection_files.package(collection)
+    with zipfile.ZipFile(io.BytesIO(b"".join(download.read(0, download.size - 1)))) as zf:
+        package = json.loads(zf.read("datapackage.json"))
+        names = zf.namelist()
+    assert [(r["crawlId"], r["hash"]) for r in package["resources"]] == [
+        (second.pk, f"sha256:{second_file.sha256}"), (first.pk, f"sha256:{first_file.sha256}")]
+    # The name the recrawl's datapackage.json requires is the name the package gives it.
+    assert package["resources"][1]["name"] == read_package(second_file)["relation"]["requires"][0]["filename"]
+    assert all(r["path"] in names for r in package["resources"])

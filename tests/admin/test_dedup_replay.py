@@ -1,16 +1,19 @@
 """A recrawl with deduplication replayed in the admin, in a real Chromium: the second crawl's
 archive holds only revisit records for the unchanged pages, names the first crawl's archive
 it depends on, and its replay still shows the unchanged page's content (ReplayWeb.page is
-given both archives)."""
+given both archives); so does a collection holding the recrawl alone, through its public
+link."""
 
 from __future__ import annotations
 
+import json
 import zipfile
 from urllib.parse import quote
 
 import pytest
 
 from tests.admin.browsing import log_in, wait_for_replayed_text
+from tests.admin.test_collection_replay import fetch
 from tests.sitegen import Response, serve_site
 from tests.waiting import wait_for
 
@@ -59,3 +62,12 @@ def test_a_deduplicated_recrawl_replays_its_unchanged_page_from_the_first_archiv
     log_in(browser, admin_url, installation)
     browser.get(f"{admin_url}/admin/crawls/crawl/{second}/replay/?url={quote(seed + 'story.html')}")
     wait_for_replayed_text(browser, shots, STORY, "dedup-replay")
+
+    # A collection of the recrawl alone: its replay loads the archive the recrawl requires.
+    installation.manage("collection", "create", "Recrawl")
+    installation.manage("collection", "add", "Recrawl", second)
+    link = installation.manage("collection", "link", "Recrawl").strip().splitlines()[-1]
+    replay = json.loads(fetch(f"{link}replay.json"))
+    assert [r["crawlId"] for r in replay["resources"]] == [second, first]
+    browser.get(f"{link}?url={quote(seed + 'story.html')}")
+    wait_for_replayed_text(browser, shots, STORY, "dedup-collection-replay")
