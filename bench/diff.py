@@ -17,8 +17,6 @@ import argparse
 import json
 import os
 import random
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -73,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from bench.crawl import start_redis
     from bench.dedup import MEDIAN_PAD, crawl, pad_pages
-    from tests import claimers
+    from bench.fresh import run_child
     from tests.sitegen import Response, serve_site
 
     pad = MEDIAN_PAD if args.pad is None else args.pad
@@ -95,16 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             redis_proc.kill()
             redis_proc.wait()
         waczs = [str(work / name / "collections" / "coll" / "coll.wacz") for name in ("first", "second")]
-        data_dir = work / "data"
-        env = claimers.child_env(f"sqlite:///{work}/bench.sqlite3", data_dir)
-        env["PYTHONPATH"] = f"{ROOT}:{ROOT / 'crawler'}"
-        claimers.migrate(env)
-        done = subprocess.run([sys.executable, __file__, "--child", *waczs], env=env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=3600)
-        shutil.rmtree(data_dir, ignore_errors=True)
-    if done.returncode != 0:
-        raise SystemExit(done.stderr[-4000:])
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+        result = run_child(__file__, waczs, work)
     print(f"diff of two crawls of {result['pages']} pages ({result['changed']} changed, "
           f"{result['unchanged']} unchanged; +{pad} bytes of text a page): {result['seconds']} s, "
           f"{result['pages_per_s']} pages/s; one page's text diff {result['text_diff_seconds']} s, "

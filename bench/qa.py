@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(json.dumps(child(args.child, args.workers)) + "\n")
         return 0
     from crawl import start_redis
+    from fresh import run_child
 
-    from tests import claimers
     from tests.jssite import js_site
     from tests.sitegen import serve_site
 
@@ -86,17 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         wacz = tmp / "crawl" / "collections" / "bench" / "bench.wacz"
         if crawled.returncode != 0 or not wacz.exists():
             raise SystemExit(f"the crawl failed: {crawled.stderr[-3000:]}")
-        data_dir = tmp / "data"
-        env = claimers.child_env(f"sqlite:///{tmp}/bench.sqlite3", data_dir)
-        env["PYTHONPATH"] = f"{ROOT}:{ROOT / 'crawler'}"
-        env.pop("ARCHIVER_CHROMIUM", None)
-        claimers.migrate(env)
-        done = subprocess.run([sys.executable, __file__, "--child", str(wacz), "--workers", str(args.workers)],
-                              env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
-        shutil.rmtree(data_dir, ignore_errors=True)
-    if done.returncode != 0:
-        raise SystemExit(done.stderr[-4000:])
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+        result = run_child(__file__, [str(wacz), "--workers", str(args.workers)], tmp,
+                           drop=("ARCHIVER_CHROMIUM",))
     print(f"quality review: {result['pages']} pages in {result['seconds']} s = {result['pages_per_s']} pages/s "
           f"({result['workers']} workers; mean score {result['mean_score']}; load average "
           f"{result['load_average_1m']} on {os.cpu_count()} CPUs; target >= 1 page/s)")

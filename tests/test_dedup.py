@@ -229,11 +229,16 @@ def with_package(crawl_file: CrawlFile, package, index_lines: list[str] = ()) ->
         size=len(data), sha256=hashlib.sha256(data).hexdigest(), payloads_indexed=False)
 
 
-def test_an_archive_named_in_requires_but_not_revisited_is_no_dependency(two_crawls, conf_data_dir):
-    first, first_file, second, second_file = two_crawls
-    stranger = finished_crawl()
-    stranger_file = kept_wacz(conf_data_dir, stranger, {"http://x/private": b"not yours"})
+@pytest.fixture
+def stranger_file(two_crawls, conf_data_dir) -> CrawlFile:
+    """A kept archive of a third crawl of the org, which the second crawl does not revisit."""
+    found = kept_wacz(conf_data_dir, finished_crawl(), {"http://x/private": b"not yours"})
     assert dedup.index_pending(conf.get()) == 1
+    return found
+
+
+def test_an_archive_named_in_requires_but_not_revisited_is_no_dependency(two_crawls, stranger_file):
+    first, first_file, second, second_file = two_crawls
     package = read_package(second_file)
     package["relation"]["requires"].append(dedup.requirement(stranger_file))
     with_package(second_file, package)
@@ -244,8 +249,8 @@ def test_an_archive_named_in_requires_but_not_revisited_is_no_dependency(two_cra
     assert list(FileDependency.objects.values_list("file_id", "required_id")) == [
         (second_file.pk, first_file.pk)]
     assert stranger_file not in dedup.with_required([second_file])
-    actions.delete(stranger)
-    assert not Crawl.objects.filter(pk=stranger.pk).exists()
+    actions.delete(stranger_file.crawl)
+    assert not Crawl.objects.filter(pk=stranger_file.crawl_id).exists()
 
 
 @pytest.mark.parametrize("package", [[], {"relation": []}, {"relation": {"requires": ["x", 3]}},
@@ -277,11 +282,8 @@ def test_index_lines_of_the_wrong_shape_are_skipped_and_the_rest_indexed():
             ("sha1:" + "B" * 32, "http://x/ok", "2026-01-02T03:04:05Z")]
 
 
-def test_tens_of_thousands_of_requires_and_revisits_are_indexed(two_crawls, conf_data_dir):
+def test_tens_of_thousands_of_requires_and_revisits_are_indexed(two_crawls, stranger_file):
     first, first_file, second, second_file = two_crawls
-    stranger = finished_crawl()
-    stranger_file = kept_wacz(conf_data_dir, stranger, {"http://x/private": b"not yours"})
-    assert dedup.index_pending(conf.get()) == 1
     package = read_package(second_file)
     package["relation"]["requires"] += [{"hash": f"sha256:{n:064x}"} for n in range(40_000)]
     package["relation"]["requires"].append(dedup.requirement(stranger_file))
