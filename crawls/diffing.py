@@ -8,10 +8,10 @@
 A page is a URL of a WACZ's pages/pages.jsonl, normalised as the crawler normalises links.
 It changed when the payload digest of its response record differs, read from the WACZ's
 CDXJ index (a revisit record counts as the digest it names; where the index gives no
-digest, its body differs). For HTML pages a similarity
-of their texts is given too: the words they begin and end with alike, and difflib's
-SequenceMatcher over the rest (the quick ratio on very long ones), 1.0 for equal texts. The text is pages.jsonl's `text` when the crawler
-wrote one, else extracted from the HTML body in the WARC (scripts and styles dropped).
+digest, its body differs). For HTML pages a similarity of their texts is given too: the
+words they begin and end with alike, and difflib's SequenceMatcher over the rest (the quick
+ratio on very long ones), 1.0 for equal texts. The text is pages.jsonl's `text` when the
+crawler wrote one, else extracted from the HTML body in the WARC (scripts and styles dropped).
 
 WACZ members are read through zipfile from wherever the archive is kept (the data dir, or
 the bucket by ranged reads), never trusting a path a crawler wrote: members are looked up by
