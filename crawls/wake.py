@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import logging
 import socket
+from pathlib import Path
 
 from archiver import conf
 
 log = logging.getLogger(__name__)
 
 
-def nudge() -> bool:
-    """Tell a local runner to look for work now; True if one was listening."""
-    path = conf.get().wake_socket
+def nudge(path: Path | None = None) -> bool:
+    """Tell a local runner to look for work now; True if one was listening.
+
+    Never blocks: the daemon's own signal handler wakes its loop through here, and a full
+    queue that a busy loop has not drained already holds a nudge."""
+    path = path or conf.get().wake_socket
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.setblocking(False)
         try:

@@ -28,7 +28,7 @@ from django.db import DatabaseError, connection, transaction
 
 from archiver.conf import Settings
 from archiver.errors import ArchiverError, ConfigError
-from crawls import admission
+from crawls import admission, wake
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, RunnerRecord, WebhookDelivery
 from runner import qa_queue
@@ -296,8 +296,7 @@ class Runner:
     def wake(self) -> None:
         """Wake the loop from another thread (tests, signal handling)."""
         if self._wake is not None:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock, contextlib.suppress(OSError):
-                sock.sendto(b"!", str(self.settings.wake_socket))
+            wake.nudge(self.settings.wake_socket)
 
     @contextlib.contextmanager
     def signals(self) -> Iterator[None]:
