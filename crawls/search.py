@@ -8,11 +8,15 @@ The query language (docs/cli.md, "Search"), the same on both databases:
     "two words"     a phrase: the words next to each other, in that order
     a b  /  a AND b both
     a OR b          either; AND binds tighter: `a b OR c` is `(a AND b) OR c`
-    -a  /  NOT a    not that one (a query needs at least one word to find)
+    -a  /  NOT a    not that one (a query needs at least one word to find, and so does each
+                    side of an OR: `a OR NOT b` would be every page without b)
     ( ... )         grouping
 
 Anything else is read as words: punctuation splits words as the index does. A query that
-cannot be read (an unclosed quote or bracket, nothing to find) raises QueryError with one line.
+cannot be read (an unclosed quote or bracket, nothing to find) raises QueryError with one line;
+one past the limits below (words, prefixes, a prefix's length) raises QueryTooComplex before
+the database is asked, and one whose search runs past its work budget (SQLite: VM steps,
+PostgreSQL: statement_timeout) raises QueryTooCostly: docs/security.md, "Search".
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ from archiver.errors import ArchiverError
 
 MARK_START, MARK_END = "\ue000", "\ue001"  # highlight marks in a snippet (private use)
 MAX_QUERY = 500  # characters
+# What a query may ask for. FTS5 merges the lists of every word a prefix matches (in C, where
+# no progress handler runs), and again for each snippet of the page of results: over 30,000
+# pages `a*` took 12 s and `a* OR b* OR ... z*` 21 s; `ab*` 0.8 s (issue 36).
+MAX_WORDS = 16  # words of the query, phrases' and prefixes' included
+MAX_PREFIXES = 4
+MIN_PREFIX = 3  # characters a prefix's word has before its `*`
 MAX_LIMIT = 200
 RANKED = 1000  # a query ranks at most this many of its matches (see _sqlite_rows)
 HEADLINE_TEXT = 600  # characters of a page's text around its first match a headline reads
@@ -37,6 +47,14 @@ _BARE = re.compile(r'[^\s"()]+')
 
 class QueryError(ArchiverError):
     """A search query that cannot be read; the message says why, in one line."""
+
+
+class QueryTooComplex(QueryError):
+    """A query past MAX_WORDS, MAX_PREFIXES or MIN_PREFIX: refused before any search."""
+
+
+class QueryTooCostly(QueryError):
+    """A search cut by its work budget: narrow the query (a crawl, a date, rarer words)."""
 
 
 # --- the query language: parsed into a tree, rendered for each database ---------------------
@@ -70,6 +88,7 @@ def parse(query: str) -> Term | Node:
     if tree is None:
         raise QueryError("the query has no word to search for")
     _check_findable(tree)
+    _check_size(tree)
     return tree
 
 
@@ -159,15 +178,41 @@ def _atom(tokens, i):
 
 
 def _check_findable(tree) -> None:
-    """FTS5 (and any index) cannot list "every page but": each AND needs a positive part."""
+    """FTS5 (and any index) cannot list "every page but": each AND needs a positive part,
+    each side of an OR must find pages by itself, and what a NOT leaves out is checked alike."""
     if isinstance(tree, Not):
         raise QueryError("the query only says what to leave out: add a word to find")
-    if isinstance(tree, Node):
-        positives = [t for t in tree.items if not isinstance(t, Not)]
-        if not positives:
-            raise QueryError("the query only says what to leave out: add a word to find")
-        for item in positives:
-            _check_findable(item)
+    if not isinstance(tree, Node):
+        return
+    if tree.op == "or" and any(isinstance(item, Not) for item in tree.items):
+        raise QueryError("each side of OR needs a word to find: 'a OR NOT b' (or 'a OR -b') "
+                         "would list every page without b")
+    positives = [t for t in tree.items if not isinstance(t, Not)]
+    if not positives:
+        raise QueryError("the query only says what to leave out: add a word to find")
+    for item in tree.items:
+        _check_findable(item.item if isinstance(item, Not) else item)
+
+
+def _check_size(tree) -> None:
+    terms = _terms(tree)
+    if sum(len(term.words) for term in terms) > MAX_WORDS:
+        raise QueryTooComplex(f"the query has more than {MAX_WORDS} words")
+    prefixes = [term.words[-1] for term in terms if term.prefix]
+    if len(prefixes) > MAX_PREFIXES:
+        raise QueryTooComplex(f"the query has more than {MAX_PREFIXES} prefixes (word*)")
+    short = next((word for word in prefixes if len(word) < MIN_PREFIX), None)
+    if short is not None:
+        raise QueryTooComplex(f"a prefix needs {MIN_PREFIX} characters before its *: "
+                              f"{short}* matches too many words")
+
+
+def _terms(tree) -> list[Term]:
+    if isinstance(tree, Term):
+        return [tree]
+    if isinstance(tree, Not):
+        return _terms(tree.item)
+    return [term for item in tree.items for term in _terms(item)]
 
 
 def to_fts5(tree) -> str:
@@ -179,7 +224,8 @@ def to_fts5(tree) -> str:
     found = [to_fts5(t) for t in tree.items if not isinstance(t, Not)]
     left = [to_fts5(t.item) for t in tree.items if isinstance(t, Not)]
     out = "(" + " AND ".join(found) + ")"
-    return out + "".join(f" NOT {x}" for x in left)
+    # NOT binds tighter than AND in FTS5: bracketed whole, `x AND (a NOT b)` keeps its sense.
+    return "(" + out + "".join(f" NOT {x}" for x in left) + ")" if left else out
 
 
 def to_tsquery(tree) -> str:

@@ -32,7 +32,8 @@ def search_page(request):
         "error": error, "page": page, "more": len(hits) > PER_PAGE,
         "results": [_row(hit) for hit in hits[:PER_PAGE]],
     }
-    return TemplateResponse(request, "admin/crawls/search.html", context)
+    # A refused query is the client's: a 400 with the reason on the page, never a 500.
+    return TemplateResponse(request, "admin/crawls/search.html", context, status=400 if error else 200)
 
 
 def _page_number(value: str | None) -> int:

@@ -10,7 +10,7 @@ from ninja import Query, Router
 from crawls import search
 from crawls.api import pagination
 from crawls.api.auth import need, scope_org_id
-from crawls.api.errors import ERRORS, invalid
+from crawls.api.errors import ERRORS, ApiError, invalid
 from crawls.api.schemas import Out
 
 router = Router(tags=["search"])
@@ -51,6 +51,10 @@ def search_pages(request, q: str = Query(..., max_length=search.MAX_QUERY),
     try:
         hits = search.search(q, org=scope_org_id(request), crawl=crawl, since=since,
                              limit=limit + 1, offset=offset)
+    except search.QueryTooComplex as exc:
+        raise ApiError(400, f"q: {exc}", code="query_too_complex") from None
+    except search.QueryTooCostly as exc:
+        raise ApiError(400, f"q: {exc}", code="query_too_costly") from None
     except search.QueryError as exc:
         raise invalid(f"q: {exc}") from None
     more = len(hits) > limit

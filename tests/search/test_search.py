@@ -96,6 +96,9 @@ def test_the_html_snippet_escapes_everything_but_the_marks(indexed):
     ("(bread OR keeper) lorem", ["lighthouse"]),
     ("LIGHTHOUSE Keeper", ["lighthouse"]),
     ("e-mail", []),
+    ("keeper OR (lighthouse NOT keeper)", ["lighthouse", "harbour"]),
+    ("lorem (lighthouse NOT keeper)", ["harbour"]),
+    ("lighthouse NOT (keeper lorem)", ["harbour"]),
 ])
 def test_phrases_prefixes_and_boolean_queries(indexed, query, expected):
     indexed(PAGES)
@@ -112,11 +115,38 @@ def test_phrases_prefixes_and_boolean_queries(indexed, query, expected):
     ("-lighthouse", "leave out"),
     ("NOT a NOT b", "leave out"),
     ("x" * 501, "longer"),
+    ("lighthouse OR NOT keeper", "each side of OR"),
+    ("lighthouse OR -keeper", "each side of OR"),
+    ("NOT keeper OR lighthouse", "each side of OR"),
+    ("lighthouse NOT (harbour OR NOT bread)", "each side of OR"),
+    ("lighthouse NOT (NOT bread)", "leave out"),
 ])
 def test_a_query_that_cannot_be_read_is_a_clear_error(indexed, query, message):
     indexed(PAGES)
     with pytest.raises(search.QueryError, match=message):
         search.search(query)
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    (" OR ".join(f"{letter}*" for letter in "abcdefghijklmnopqrstuvwxyz"), "more than 16 words"),
+    ("a* OR b* OR c*", "3 characters"),
+    ("lighthouse a*", "3 characters"),
+    ('"the keeper l"*', "3 characters"),
+    ("ligh* keep* harb* brea* lore*", "more than 4 prefixes"),
+    (" ".join(f"word{i}" for i in range(17)), "more than 16 words"),
+    ('"one two three four five six seven eight nine" "ten eleven twelve thirteen fourteen '
+     'fifteen sixteen seventeen"', "more than 16 words"),
+])
+def test_a_query_past_the_limits_is_refused_before_any_search(indexed, query, message,
+                                                             django_assert_num_queries):
+    indexed(PAGES)
+    with django_assert_num_queries(0), pytest.raises(search.QueryTooComplex, match=message):
+        search.search(query)
+
+
+def test_a_query_at_the_limits_is_searched(indexed):
+    indexed(PAGES)
+    assert len(search.search("lig* kee* lor* cli* " + " ".join(["lighthouse"] * 12))) == 1
 
 
 @pytest.mark.parametrize("query", ['NEAR(a b)', "a:b", "^lighthouse", "col:*", "a + b", "''",
@@ -201,6 +231,32 @@ def test_an_org_token_never_sees_another_orgs_pages(indexed, client, django_user
     assert "https://b.test/secret" not in [i["url"] for i in body["items"] + more["items"]]
     bad = client.get("/api/v1/search", {"q": '"open'}, HTTP_AUTHORIZATION=f"Bearer {secret}")
     assert bad.status_code == 422 and "quote" in bad.json()["message"]
+
+
+@pytest.mark.parametrize("query", ["lighthouse OR NOT keeper", "lighthouse OR -keeper"])
+def test_or_not_is_a_clear_refusal_in_the_api_and_the_admin(indexed, client, django_user_model,
+                                                            admin_settings, query):
+    indexed(PAGES)
+    root = django_user_model.objects.create_superuser("root", password="x")
+    _, secret = ApiToken.issue(root, "reader", read_only=True)
+    answer = client.get("/api/v1/search", {"q": query}, HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert answer.status_code == 422, answer.content
+    assert "each side of OR" in answer.json()["message"]
+    client.force_login(root)
+    page = client.get(reverse("admin:archiver_search"), {"q": query})
+    assert page.status_code == 400 and "each side of OR" in page.content.decode()
+
+
+def test_a_query_past_the_limits_is_a_400_saying_why(indexed, client, django_user_model,
+                                                     admin_settings):
+    indexed(PAGES)
+    root = django_user_model.objects.create_superuser("root", password="x")
+    _, secret = ApiToken.issue(root, "reader", read_only=True)
+    answer = client.get("/api/v1/search", {"q": "a* OR b* OR c*"},
+                        HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["code"] == "query_too_complex"
+    assert "3 characters" in answer.json()["message"]
 
 
 def test_reindex_indexes_the_archives_kept_before_again(indexed, conf_data_dir):
