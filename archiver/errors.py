@@ -77,8 +77,10 @@ class ProgressCorrupt(ArchiverError):
 
 class CrawlFailed(ArchiverError):
     """A held crawl cannot go on (a permanent crawler error, relaunches exhausted ...): the
-    supervise step's error boundary fails it with this message and `stop_reason`."""
+    supervise step's error boundary fails it with this message (the cause first), its
+    `detail` (where it came from: instance, exit code) and `stop_reason`."""
 
-    def __init__(self, message: str, stop_reason: str = ""):
+    def __init__(self, message: str, stop_reason: str = "", detail: str = ""):
         super().__init__(message)
         self.stop_reason = stop_reason
+        self.detail = detail

@@ -201,8 +201,8 @@ def handle_exit(rt: Runtime, obs, held: Held, action: HandleExit) -> None:
     # and so is a failed-pages session's: the crawl keeps the pages it has.
     if reason == ExitReason.PERMANENT or (reason == ExitReason.NO_PAGE and not
                                           (crawl.intent or crawl.stop_reason or crawl.config_override)):
-        raise CrawlFailed(crawler_log.failure(crawl, process, code, tail,
-                                              no_page=reason == ExitReason.NO_PAGE))
+        error, detail = crawler_log.failure(crawl, process, code, tail, no_page=reason == ExitReason.NO_PAGE)
+        raise CrawlFailed(error, detail=detail)
     if reason == ExitReason.DISK and not crawl.intent:
         pause_for_disk(rt, obs, held, PauseForDisk(f"disk: crawler instance {process.hostname} "
                                                    f"ran out of disk space (exit {code})"))

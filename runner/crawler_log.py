@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import re
 
 import redis
 
@@ -23,6 +24,20 @@ KEPT_LOG_LINES = 200  # of an exited instance's own log (within the crawl's log 
 LOG_LEVELS = ("DEBUG", "INFO", "WARN", "WARNING", "ERROR", "FATAL")
 FAILED_HOW = {0: "ended with status failed", 4: "refused its configuration",
               9: "ended with no page archived", 17: "hit a fatal error"}
+IN_SHORT = {0: "the crawler failed", 4: "configuration refused", 9: "no page archived", 17: "fatal error"}
+# What a crawler's words say went wrong, said first: a table cuts a reason at ~40 characters.
+# Our crawler's words (aiohttp's), then browsertrix-crawler's (Chromium's net:: codes).
+CAUSES = (
+    (re.compile(r"refused by the crawl address policy: .*", re.S), "{0}"),
+    (re.compile(r"Cannot connect to host (\S+) ssl:\S+ \[(?:Connect call failed|Connection refused)"),
+     "connection refused: {1}"),
+    (re.compile(r"Cannot connect to host (\S+?)(?::\d+)? ssl:\S+ \[(?:Name or service not known|"
+                r"Temporary failure in name resolution|nodename nor servname|No address associated)"),
+     "DNS lookup failed: {1}"),
+    (re.compile(r"ERR_CONNECTION_REFUSED"), "connection refused"),
+    (re.compile(r"ERR_NAME_NOT_RESOLVED"), "DNS lookup failed"),
+    (re.compile(r"ERR_(?:CONNECTION_)?TIMED_OUT|TimeoutError"), "timed out"),
+)
 
 
 def exit_status(rt: Runtime, crawl: Crawl, process: Process, action: HandleExit) -> str | None:
@@ -44,11 +59,25 @@ def read_tail(rt: Runtime, process: Process) -> str:
     return ""
 
 
-def failure(crawl: Crawl, process: Process, code: int | None, tail: str, no_page: bool) -> str:
-    """Why the crawl fails with this exit, in the crawler's own words when it left any."""
+def failure(crawl: Crawl, process: Process, code: int | None, tail: str, no_page: bool) -> tuple[str, str]:
+    """Why the crawl fails with this exit, cause first, in the crawler's own words when it
+    left any; and the detail: which instance, how it ended, the crawler's whole words."""
     words = crawler_words(crawl, tail, errors=no_page) or last_line(tail)
-    return (f"crawler instance {process.hostname} {FAILED_HOW.get(code, FAILED_HOW[17])} "
-            f"(exit {code})" + (f": {words[:500]}" if words else ""))
+    how = FAILED_HOW.get(code, FAILED_HOW[17])
+    detail = f"crawler instance {process.hostname} {how} (exit {code})" + (f": {words[:1000]}" if words else "")
+    if not words:
+        return f"the crawler {how} (exit {code})", detail
+    return f"{cause(words)} ({IN_SHORT.get(code, IN_SHORT[17])}, exit {code})", detail
+
+
+def cause(words: str) -> str:
+    """The crawler's words, or what they name as the cause when it is a known one (connection
+    refused, DNS, the address policy, a timeout), with the address it concerns."""
+    words = words[:2000]
+    for pattern, said in CAUSES:
+        if found := pattern.search(words):
+            return said.format(found.group(0), *found.groups())[:500]
+    return words[:500]
 
 
 def crawler_words(crawl: Crawl, tail: str = "", errors: bool = True) -> str:

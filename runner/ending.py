@@ -29,7 +29,7 @@ from crawls.models import (
     StopReason,
 )
 from runner import archive, qa_queue
-from runner.crawler_log import crawler_words
+from runner.crawler_log import cause, crawler_words
 from runner.decide import ALL_FAILED, Outcome
 from runner.ingest import drain_rest, read_rest
 from runner.keep import keep_leftovers, keep_session
@@ -57,10 +57,11 @@ def finish(rt: Runtime, crawl: Crawl, outcome: Outcome, now: dt.datetime) -> Non
             rt.save(crawl, now, size_bytes=0)  # it keeps nothing
     elif kept := files_bytes(crawl):
         rt.save(crawl, now, size_bytes=kept)
+    detail = ""
     if outcome.status == S.FAILED and outcome.error == ALL_FAILED:
-        outcome = explained(crawl, outcome)
+        outcome, detail = explained(crawl, outcome)
     if not crawl.finish(outcome.status, held.token, now, stop_reason=outcome.stop_reason,
-                        error=outcome.error):
+                        error=outcome.error, error_detail=detail):
         rt.hands_off(crawl.pk, "finishing it was refused")
         return
     rt.held.pop(crawl.pk, None)
@@ -69,12 +70,19 @@ def finish(rt: Runtime, crawl: Crawl, outcome: Outcome, now: dt.datetime) -> Non
              + (f" ({outcome.error})" if outcome.error else ""))
 
 
-def explained(crawl: Crawl, outcome: Outcome) -> Outcome:
-    """"every crawler instance failed", with the crawler's own words for why (docs/crawlers.md)."""
+def explained(crawl: Crawl, outcome: Outcome) -> tuple[Outcome, str]:
+    """"every crawler instance failed", cause first in the crawler's own words
+    (docs/crawlers.md), and the detail: each instance's last exit code."""
     words = crawler_words(crawl)
+    exits = dict(crawl.processes.exclude(exit_code=None).order_by("pk").values_list("hostname", "exit_code"))
+    codes = set(exits.values())
+    context = "every instance failed" + (f", exit {codes.pop()}" if len(codes) == 1 else "")
+    error = f"{cause(words)} ({context})" if words else ALL_FAILED
     none_archived = crawl.processes.filter(exit_reason=ExitReason.NO_PAGE).exists()
-    error = ALL_FAILED + (" (no page succeeded)" if none_archived else "") + (f": {words[:500]}" if words else "")
-    return dataclasses.replace(outcome, error=error)
+    detail = (ALL_FAILED + (" (no page succeeded)" if none_archived else "")
+              + "".join(f"; {name} exit {code}" for name, code in exits.items())
+              + (f": {words[:1000]}" if words else ""))
+    return dataclasses.replace(outcome, error=error), detail
 
 
 def pause(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
@@ -92,9 +100,10 @@ def pause(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
 
 
 def fail(rt: Runtime, crawl: Crawl, token: int, error: str, now: dt.datetime,
-         stop_reason: str = "") -> None:
-    """End a crawl as failed with `error`, whatever its instances are doing. What it
-    archived is kept: sessions packaged or not are recorded before its folder goes."""
+         stop_reason: str = "", detail: str = "") -> None:
+    """End a crawl as failed with `error` (and its `detail`), whatever its instances are
+    doing. What it archived is kept: sessions packaged or not are recorded before its
+    folder goes."""
     db = crawl.redis_db
     with contextlib.suppress(redis.RedisError):
         if db is not None:
@@ -103,8 +112,9 @@ def fail(rt: Runtime, crawl: Crawl, token: int, error: str, now: dt.datetime,
         remove_instances(rt, crawl, now)
     if crawl.config_override:
         settle_retried_pages(rt, crawl, now)
-    if crawl.finish(S.FAILED, token, now, stop_reason=stop_reason or crawl.stop_reason, error=error[:2000]):
-        rt.note(crawl, f"failed: {error}", "error", now)
+    if crawl.finish(S.FAILED, token, now, stop_reason=stop_reason or crawl.stop_reason, error=error[:2000],
+                    error_detail=detail[:2000]):
+        rt.note(crawl, f"failed: {error}" + (f" ({detail})" if detail else ""), "error", now)
         if kept := files_bytes(crawl):
             crawl.record_kept_bytes(kept, token)
         clean_up(rt, crawl, db)

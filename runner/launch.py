@@ -34,6 +34,8 @@ ENGINE_RETRY = 2.0  # launch again this long after the engine did not answer
 IMAGE_RETRY = 10.0  # look for a missing crawler image again this often
 REDIS_RELAUNCH = 2.0  # an instance that exited because Redis was away is relaunched after this
 ENGINE_WAIT = "waiting: Docker engine unreachable"
+LAST_FAILURE = {ExitReason.CRASH: "the crawler crashed", ExitReason.OOM: "the crawler ran out of memory",
+                ExitReason.UNREPORTED: "the crawler exited without reporting how it ended"}
 
 
 def start_or_follow(rt: Runtime, crawl: Crawl, held: Held, process: Process, now: dt.datetime) -> None:
@@ -64,8 +66,9 @@ def plan_launch(rt: Runtime, crawl: Crawl, instance: int, now: dt.datetime) -> P
                    .order_by("created_at", "pk").values_list("exit_reason", "status"))
     failures = decide.failures_of(history)
     if failures >= rt.settings.max_launch_attempts:
-        raise CrawlFailed(f"crawler instance {hostname(crawl.pk, instance)} failed {failures} times; "
-                          "giving up (see the crawl's log)")
+        what = LAST_FAILURE.get(history[-1][0], "the crawler failed")
+        raise CrawlFailed(f"{what} (failed {failures} times, gave up; see the crawl's log)",
+                          detail=f"crawler instance {hostname(crawl.pk, instance)} failed {failures} times")
     delay = decide.relaunch_delay(failures) if history and history[-1][0] in FAILED_ATTEMPT else 0.0
     if history and history[-1][0] == ExitReason.REDIS:
         delay = max(delay, REDIS_RELAUNCH)

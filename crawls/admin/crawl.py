@@ -242,7 +242,7 @@ class CrawlAdmin(admin.ModelAdmin):
                               "progress_at", "updated_at")}),
         # Internals an operator may need, folded away (a <details> in Django's admin).
         ("Operator details", {"classes": ("collapse",),
-                              "fields": ("id", "status", "intent", "stop_reason", "retry_at",
+                              "fields": ("id", "status", "intent", "stop_reason", "error_detail", "retry_at",
                                          "lease_owner", "lease_token", "redis_db", "stalls")}),
     )
     # People edit tags only; state and counters change through buttons and the runner.

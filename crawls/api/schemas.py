@@ -64,7 +64,8 @@ class CrawlOut(Out):
     intent: str | None = Field(description="An action requested that the runner has not carried out yet.")
     stop_reason: str | None
     waiting_reason: str | None
-    error: str | None
+    error: str | None = Field(description="Why it failed, the cause first.")
+    error_detail: str | None = Field(description="Where its error came from: the instance, its exit code.")
     seeds: list[str]
     tags: list[str]
     pages_found: int

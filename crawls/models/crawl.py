@@ -155,7 +155,11 @@ class Crawl(CrawlLimits, UserIntents, RunnerTransitions, Leased):
     )
     stop_reason = models.CharField(max_length=32, choices=StopReason.choices, blank=True, default="")
     waiting_reason = models.CharField(max_length=300, blank=True, default="")
-    error = models.TextField(blank=True, default="", help_text="Why it failed, for people.")
+    error = models.TextField(blank=True, default="", help_text="Why it failed, for people: the cause first.")
+    error_detail = models.TextField(
+        blank=True, default="",
+        help_text="Where its error came from (the instance, its exit code, the crawler's whole words).",
+    )
 
     pages_found = models.PositiveIntegerField(default=0)
     pages_done = models.PositiveIntegerField(default=0)
@@ -311,6 +315,7 @@ class Crawl(CrawlLimits, UserIntents, RunnerTransitions, Leased):
             "stop_reason": self.stop_reason or None,
             "waiting_reason": self.waiting_reason or None,
             "error": self.error or None,
+            "error_detail": self.error_detail or None,
             "seeds": self.seeds,
             "tags": self.tags,
             "pages_found": self.pages_found,

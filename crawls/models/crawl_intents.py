@@ -80,8 +80,8 @@ class UserIntents:
         if not self._transition(
             S.QUEUED, [S.FAILED, S.CANCELED], now, event="crawl.queued",
             attempts=self.attempts + 1, retry_at=now, lease_owner="", intent="",
-            stop_reason="", error="", waiting_reason="", finished_at=None, started_at=None,
-            pages_found=0, pages_done=0, pages_failed=0, elapsed_seconds=0, stalls=0,
+            stop_reason="", error="", error_detail="", waiting_reason="", finished_at=None,
+            started_at=None, pages_found=0, pages_done=0, pages_failed=0, elapsed_seconds=0, stalls=0,
             redis_db=None, progress_at=None, config_override={},
         ):
             raise self._refuse("retry")
@@ -138,8 +138,8 @@ class UserIntents:
             if not self._transition(
                 S.QUEUED, (*S.SUCCESSFUL, S.FAILED), now, event="crawl.queued",
                 config_override=override, attempts=self.attempts + 1, retry_at=now,
-                lease_owner="", intent="", stop_reason="", error="", waiting_reason="",
-                finished_at=None, redis_db=None, stalls=0, progress_at=None, pages_failed=0,
+                lease_owner="", intent="", stop_reason="", error="", error_detail="",
+                waiting_reason="", finished_at=None, redis_db=None, stalls=0, progress_at=None, pages_failed=0,
             ):
                 raise self._refuse("retry the failed pages of")
             self.failed_pages().update(status=SnapshotStatus.QUEUED, error="")

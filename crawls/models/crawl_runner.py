@@ -110,7 +110,8 @@ class RunnerTransitions:
             retry_at=now + dt.timedelta(seconds=limit), lease_owner="",
         )
 
-    def finish(self, status: str, token: int, now, *, stop_reason: str = "", error: str = "") -> bool:
+    def finish(self, status: str, token: int, now, *, stop_reason: str = "", error: str = "",
+               error_detail: str = "") -> bool:
         """Move to a final state; the row leaves every queue (retry_at = NULL).
 
         It keeps its Redis database until the runner has flushed it (`release_redis_db`):
@@ -121,7 +122,7 @@ class RunnerTransitions:
         with transaction.atomic():
             if not self._transition(
                 status, S.ACTIVE, now, token=token, event=event, stop_reason=stop_reason,
-                error=error, finished_at=now, retry_at=None, lease_owner="", intent="",
+                error=error, error_detail=error_detail, finished_at=now, retry_at=None, lease_owner="", intent="",
                 waiting_reason="",
             ):
                 return False

@@ -80,7 +80,7 @@ def supervise_safely(rt: Runtime, crawl: Crawl, now: dt.datetime, processes: lis
             return False
         found = supervise(rt, crawl, now, processes, messages)
     except CrawlFailed as exc:
-        ending.fail(rt, crawl, held.token, str(exc), now, exc.stop_reason)
+        ending.fail(rt, crawl, held.token, str(exc), now, exc.stop_reason, exc.detail)
         return True
     except DatabaseError:
         log.exception("crawl %s: database error; trying again next tick", crawl.short_id)

@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, ExitReason, Snapshot, SnapshotStatus
-from runner.launchers import LocalLauncher
+from runner.launchers import LocalLauncher, hostname
 from tests.runner.helpers import drive, is_final, script
 from tests.sitegen import serve_site
 
@@ -70,9 +70,12 @@ def test_a_crawler_that_exits_0_without_reporting_fails_after_its_attempts(
     drive(runner, is_final(crawl), timeout=60)
 
     crawl.refresh_from_db()
-    assert crawl.status == S.FAILED and "failed 3 times" in crawl.error
+    assert crawl.status == S.FAILED
+    assert crawl.error == ("the crawler exited without reporting how it ended "
+                           "(failed 3 times, gave up; see the crawl's log)")
+    assert crawl.error_detail == f"crawler instance {hostname(crawl.pk, 0)} failed 3 times"
     assert list(crawl.processes.values_list("exit_reason", flat=True)) == [ExitReason.UNREPORTED] * 3
-    assert crawl.logs.filter(message__contains="without reporting how it ended").count() == 3
+    assert crawl.logs.filter(message__contains="exited with code 0 without reporting").count() == 3
 
 
 @pytest.mark.parametrize("command", ["cancel", "stop"])

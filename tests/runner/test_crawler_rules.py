@@ -132,8 +132,9 @@ def test_a_fatal_error_reported_as_exit_0_and_status_failed_fails_the_crawl_in_i
 
     crawl.refresh_from_db()
     assert crawl.status == S.FAILED
-    assert "Seed list is not valid. Quitting" in crawl.error
-    assert "status failed (exit 0)" in crawl.error
+    assert crawl.error == "Seed list is not valid. Quitting (the crawler failed, exit 0)"
+    assert crawl.error_detail == (f"crawler instance {hostname(crawl.pk, 0)} ended with status failed "
+                                  "(exit 0): Seed list is not valid. Quitting")
     assert crawl.processes.get().exit_reason == ExitReason.PERMANENT
     assert fake.launches == 1  # never relaunched
 
@@ -151,8 +152,9 @@ def test_exit_9_is_no_page_succeeded_not_a_crash_and_is_not_relaunched(make_runn
     crawl.refresh_from_db()
     assert crawl.status == S.FAILED and fake.launches == 1
     assert crawl.processes.get().exit_reason == ExitReason.NO_PAGE
-    assert "no page archived (exit 9)" in crawl.error
-    assert "ERR_CONNECTION_REFUSED" in crawl.error
+    assert crawl.error == "connection refused (no page archived, exit 9)"  # the cause first
+    assert crawl.error_detail == (f"crawler instance {hostname(crawl.pk, 0)} ended with no page archived "
+                                  "(exit 9): Page Load Failed: net::ERR_CONNECTION_REFUSED")
 
 
 def test_exit_9_after_a_stop_before_any_page_is_done_ends_canceled(make_runner, make_crawl, fake, store):
@@ -181,7 +183,9 @@ def test_when_every_instance_failed_the_error_quotes_the_crawler(make_runner, ma
 
     crawl.refresh_from_db()
     assert crawl.status == S.FAILED
-    assert crawl.error == "every crawler instance failed: Browser crashed"
+    assert crawl.error == "Browser crashed (every instance failed, exit 1)"
+    first, second = hostname(crawl.pk, 0), hostname(crawl.pk, 1)
+    assert crawl.error_detail == f"every crawler instance failed; {first} exit 1; {second} exit 1: Browser crashed"
 
 
 def test_one_instance_shutting_down_does_not_make_the_crawl_pending_wait(make_runner, make_crawl, fake, store):

@@ -144,6 +144,7 @@ def overview(crawl: Crawl, now) -> Table:
         ("state", state_text(crawl)),
         ("reason", reason_sentence(crawl) or "-"),
         ("error", crawl.error.strip() or "-"),
+        *([("error detail", crawl.error_detail.strip())] if crawl.error_detail.strip() else []),
         ("org", crawl.org.slug),
         ("seeds", "\n".join(crawl.seeds)),
         ("tags", ", ".join(crawl.tags) or "-"),

@@ -1,0 +1,51 @@
+"""A failed crawl's reason says its cause first (a table cuts it at ~40 characters); the
+instance and its exit code are in the error's detail. A real crawler process, the private
+Redis, a port on 127.0.0.1 where nothing listens."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from crawls.lease import db_now
+from crawls.models import CrawlStatus
+from runner.crawler_log import cause
+from runner.launchers import hostname
+from tests.ports import refused_port
+from tests.runner.helpers import drive, is_final
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_crawl_of_a_refused_port_fails_with_connection_refused_first(make_runner, make_crawl):
+    with refused_port() as port:
+        crawl = make_crawl(f"http://127.0.0.1:{port}/")
+        drive(make_runner(clock=db_now), is_final(crawl))
+
+    crawl.refresh_from_db()
+    assert crawl.status == CrawlStatus.FAILED
+    assert crawl.error == f"connection refused: 127.0.0.1:{port} (no page archived, exit 9)"
+    assert crawl.error_detail.startswith(
+        f"crawler instance {hostname(crawl.pk, 0)} ended with no page archived (exit 9): "
+        f"page load failed: http://127.0.0.1:{port}/ (")
+    summary = crawl.summary()  # the API's and the webhooks' payload
+    assert (summary["error"], summary["error_detail"]) == (crawl.error, crawl.error_detail)
+    out = io.StringIO()
+    call_command("status", "--json", stdout=out)
+    assert json.loads(out.getvalue())[0]["error"] == crawl.error
+
+
+@pytest.mark.parametrize(("words", "expected"), [
+    ("page load failed: http://nx.invalid/ (ClientConnectorDNSError: Cannot connect to host "
+     "nx.invalid:80 ssl:default [Name or service not known])", "DNS lookup failed: nx.invalid"),
+    ("page load failed: http://10.0.0.1/ (refused by the crawl address policy: 10.0.0.1 is a "
+     "private network)", "refused by the crawl address policy: 10.0.0.1 is a private network)"),
+    ("Page Load Failed: net::ERR_NAME_NOT_RESOLVED", "DNS lookup failed"),
+    ("Page Load Failed: net::ERR_TIMED_OUT", "timed out"),
+    ("Seed list is not valid. Quitting", "Seed list is not valid. Quitting"),
+])
+def test_the_cause_is_read_from_the_crawlers_words(words, expected):
+    assert cause(words) == expected
