@@ -18,13 +18,14 @@ import redis
 
 from archiver.errors import CrawlFailed, EngineUnavailable
 from crawls import quotas
-from crawls.models import CrawlStatus, ExitReason, Intent
+from crawls.models import CrawlStatus, ExitReason, Intent, StopReason
 from runner import crawler_log, decide, ending, launch
 from runner.decide import (
     CancelTimeout,
     ClearFlag,
     Corrupt,
     CountTime,
+    CutOff,
     DropPending,
     EngineState,
     Fail,
@@ -132,6 +133,18 @@ def pause_for_disk(rt: Runtime, obs, held: Held, action: PauseForDisk) -> None:
 def limit_stop(rt: Runtime, obs, held: Held, action: LimitStop) -> None:
     if obs.crawl.request_limit_stop(action.reason, held.token, obs.now):
         rt.note(obs.crawl, f"stopping: {obs.limit_message}", now=obs.now)
+
+
+def cut_off(rt: Runtime, obs, held: Held, action: CutOff) -> None:
+    """Over its Redis budget: not asked to stop (a crawler that ignores it went on filling the
+    server every crawl shares, and its memory stayed taken until it exited), but cut off:
+    its Redis identity off, its connections closed, its keys dropped, its instances removed.
+    What it reported and packaged before is kept."""
+    crawl = obs.crawl
+    rt.store.cut_off(crawl.redis_db, crawl.pk)
+    rt.note(crawl, f"cut off: {obs.limit_message}", "warning", obs.now)
+    ending.finish(rt, crawl, decide.Outcome(S.STOPPED_SIZE_LIMIT, StopReason.REDIS_BUDGET), obs.now,
+                  read_last=False)
 
 
 def record_user_stop(rt: Runtime, obs, held: Held, action: RecordUserStop) -> None:
@@ -287,7 +300,7 @@ def finish_crawl(rt: Runtime, obs, held: Held, action: Finish) -> None:
 APPLY = {
     RedisDown: redis_down, Corrupt: corrupt, RedisBack: redis_back, Fail: fail_now,
     Ingest: ingest_all, RecordProgress: record_progress, PauseForDisk: pause_for_disk,
-    LimitStop: limit_stop, RecordUserStop: record_user_stop, SetFlag: set_flag,
+    LimitStop: limit_stop, CutOff: cut_off, RecordUserStop: record_user_stop, SetFlag: set_flag,
     ClearFlag: clear_flag, SendMessages: send_messages, StopOne: stop_one,
     MarkStarted: mark_started, HandleExit: handle_exit, EngineState: engine_state,
     CountTime: count_time, CancelTimeout: cancel_timeout, Launch: launch_instance,

@@ -195,6 +195,11 @@ class LimitStop:
 
 
 @dataclass(frozen=True)
+class CutOff:
+    """Over its Redis budget: its crawlers lose Redis at once and the crawl ends."""
+
+
+@dataclass(frozen=True)
 class RecordUserStop:
     pass
 
@@ -319,6 +324,8 @@ def fault_actions(obs, held, policy: Policy) -> list:
 def command_actions(obs, held) -> list:
     """Intents, limits and the disk become Redis commands, each sent once per lease."""
     crawl, actions = obs.crawl, []
+    if obs.limit_reason == StopReason.REDIS_BUDGET:
+        return [CutOff()]  # asked to stop, a hostile crawler would fill the server meanwhile
     if obs.disk_reason and not crawl.intent and crawl.status in S.RUNNING_STATES:
         actions.append(PauseForDisk(obs.disk_reason))
     elif obs.limit_reason and crawl.intent != Intent.CANCEL and not crawl.stop_reason:

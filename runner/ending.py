@@ -40,13 +40,16 @@ log = logging.getLogger("runner.daemon")
 S = CrawlStatus
 
 
-def finish(rt: Runtime, crawl: Crawl, outcome: Outcome, now: dt.datetime) -> None:
+def finish(rt: Runtime, crawl: Crawl, outcome: Outcome, now: dt.datetime, read_last: bool = True) -> None:
+    """End the crawl with `outcome`; `read_last` False for one whose Redis keys were dropped
+    (their counters would read as zeros)."""
     held = rt.held[crawl.pk]
     if outcome.status == S.PAUSED:
         return pause(rt, crawl, now)
     db = crawl.redis_db
     with contextlib.suppress(redis.RedisError):
-        read_rest(rt, crawl, now)
+        if read_last:
+            read_rest(rt, crawl, now)
     remove_instances(rt, crawl, now)
     quotas.count_crawl_time(crawl, now)
     if crawl.config_override:

@@ -168,14 +168,17 @@ def check_limits(crawl: Crawl, values: dict, processes: list[Process],
 
 def check_redis_budget(rt: Runtime, crawl: Crawl, held: Held, now: dt.datetime) -> tuple[str, str] | None:
     """Over ARCHIVER_CRAWL_REDIS_MAX_BYTES in its Redis database, beyond the dedup index the
-    runner handed it (measured every REDIS_MEASURE_EVERY seconds): a crawler filling the
-    server that every crawl shares."""
-    if crawl.intent == "cancel" or crawl.stop_reason or crawl.redis_db is None:
+    runner handed it: a crawler filling the server that every crawl shares. Measured every
+    REDIS_MEASURE_EVERY seconds, and every tick once the server holds more than half its
+    maxmemory: a crawler writing fast is caught before the server refuses the others'
+    writes. A crawl already stopping is measured too: stopping does not stop a crawler."""
+    if crawl.intent == "cancel" or crawl.redis_db is None:
         return None
-    if held.redis_measured_at and (now - held.redis_measured_at).total_seconds() < REDIS_MEASURE_EVERY:
-        return None
-    held.redis_measured_at = now
     try:
+        if held.redis_measured_at and (now - held.redis_measured_at).total_seconds() < REDIS_MEASURE_EVERY \
+                and not redis_pressed(rt, now):
+            return None
+        held.redis_measured_at = now
         used = rt.store.memory(crawl.redis_db)
     except redis.ResponseError as exc:  # a server refusing MEMORY USAGE, SCAN or DBSIZE
         if rt.episodes.begin("redis-memory"):
@@ -192,6 +195,13 @@ def check_redis_budget(rt: Runtime, crawl: Crawl, held: Held, now: dt.datetime) 
     return StopReason.REDIS_BUDGET, (f"its Redis database holds {quotas.human_size(used)}, over "
                                      f"the {quotas.human_size(budget)} a crawl may use there{handed} "
                                      "(ARCHIVER_CRAWL_REDIS_MAX_BYTES)")
+
+
+def redis_pressed(rt: Runtime, now: dt.datetime) -> bool:
+    """ProgressStore.pressed(), asked once per tick (`now` is the tick's) for all crawls."""
+    if rt.redis_pressed is None or rt.redis_pressed[0] != now:
+        rt.redis_pressed = (now, rt.store.pressed())
+    return rt.redis_pressed[1]
 
 
 def org_usage(crawl: Crawl, now: dt.datetime) -> quotas.OrgUsageNow:

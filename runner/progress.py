@@ -57,6 +57,7 @@ DENIED_COMMANDS = (
 READ_KEYS = (("d", "string"), ("s", "set"), ("extraSeeds", "list"), ("excluded", "set"),
              ("f", "list"), ("size", "hash"), ("status", "hash"), ("pages", "list"), ("e", "list"))
 MEMORY_SAMPLE = 1000  # keys whose MEMORY USAGE memory() adds up; more are estimated
+PRESSURE_SHARE = 0.5  # of maxmemory: over it, every crawl's database is measured every tick
 T = TypeVar("T")
 CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -272,7 +273,19 @@ class ProgressStore:
             raise self._classified(db, key, expected, exc) from exc
 
     def flush(self, db: int) -> None:
-        self.client(db).flushdb()
+        # ASYNC: the keys are gone at once and their memory is freed off Redis's main
+        # thread; a synchronous flush of a full database stalls every crawl's commands.
+        self.client(db).flushdb(asynchronous=True)
+
+    def pressed(self, share: float = PRESSURE_SHARE) -> bool:
+        """Whether the server holds more than `share` of its maxmemory (never, without one):
+        one INFO, so the runner can ask every tick."""
+        try:
+            info = self.client(0).info("memory")
+        except redis.ResponseError:  # INFO refused: measured at the slow pace only
+            return False
+        limit = int(info.get("maxmemory", 0))
+        return bool(limit) and int(info.get("used_memory", 0)) > limit * share
 
     # --- allocation --------------------------------------------------------------------
 
@@ -325,6 +338,17 @@ class ProgressStore:
             admin.execute_command("ACL", "DELUSER", user)
         except redis.ResponseError as exc:
             self._share(f"the server refuses ACL DELUSER ({str(exc)[:80]})")
+
+    def cut_off(self, db: int, crawl_id: str) -> None:
+        """Take Redis away from crawl `crawl_id`'s crawlers at once: its user off (no new
+        login), then its connections closed (`off` leaves them logged in), then every key
+        of its database dropped. revoke() deletes the user when the crawl is cleaned up."""
+        if self._shared_reason is None and CRAWL_ID.match(crawl_id):
+            admin = self.client(0)
+            with contextlib.suppress(redis.ResponseError):  # lost in a restart: nobody to stop
+                admin.execute_command("ACL", "SETUSER", crawl_user(crawl_id), "off")
+                admin.execute_command("CLIENT", "KILL", "USER", crawl_user(crawl_id))
+        self.flush(db)
 
     def _share(self, reason: str) -> None:
         self._shared_reason = reason

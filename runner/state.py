@@ -99,6 +99,7 @@ class Runtime:
     seen: dict[str, Crawl] = field(default_factory=dict)  # held crawls as last read (live view)
     listed: dict[str, Instance] | None = None  # this tick's instances by ref; None = engine away
     disk_reason: str | None = None  # this tick's answer of disk_check()
+    redis_pressed: tuple[dt.datetime, bool] | None = None  # (tick, Redis over PRESSURE_SHARE of maxmemory)
     events: deque = field(default_factory=lambda: deque(maxlen=50))
     episodes: Episodes = field(default_factory=Episodes)
     count_every: float = 15.0

@@ -301,6 +301,12 @@ def test_limit_stop_when_a_limit_is_reached_and_not_once_its_stop_is_recorded_or
                    decide.LimitStop) == []
 
 
+def test_cut_off_and_nothing_else_when_a_crawl_is_over_its_redis_budget_even_while_it_stops():
+    for stopping in (crawl(), crawl(intent=Intent.STOP, stop_reason="page_limit")):
+        obs = observed(stopping, "running", limit_reason="redis_budget")
+        assert decide.command_actions(obs, held()) == [decide.CutOff()]
+
+
 def test_record_user_stop_when_a_user_asked_for_a_stop_and_not_once_a_reason_is_recorded():
     asked = crawl(intent=Intent.STOP)
     assert decide.RecordUserStop() in decide.command_actions(observed(asked, "running"), held())

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from crawls.config import CrawlConfig
-from crawls.models import Crawl, CrawlFile, CrawlStatus, Intent, PayloadDigest, StopReason
+from crawls.models import Crawl, CrawlFile, CrawlStatus, PayloadDigest, StopReason
 from runner import launch
 from runner.progress import ProgressStore
 from runner.redis_server import EmbeddedRedis
@@ -55,30 +55,71 @@ def test_a_reused_embedded_redis_gets_its_memory_limit_again(embedded, admin):
     assert admin.client(0).config_get("maxmemory") == {"maxmemory": str(32 * MiB)}
 
 
-def test_a_crawl_whose_crawler_fills_its_redis_database_stops_with_the_reason(
+def own_client(store, crawl: Crawl) -> redis.Redis:
+    """A connection as the crawl's crawlers have it: its own ACL user."""
+    crawl.refresh_from_db()
+    own = store.grant(crawl.redis_db, crawl.pk)
+    assert own.username == f"crawl-{crawl.pk}"
+    return redis.Redis.from_url(own.url(crawl.redis_db), socket_timeout=5)
+
+
+def assert_cut_off(admin, crawl: Crawl, crawler: redis.Redis, db: int) -> None:
+    """Its user gone or off, its connection closed, its keys dropped, the crawl ended."""
+    user = admin.client(0).execute_command("ACL", "GETUSER", f"crawl-{crawl.pk}")
+    assert user is None or "off" in user["flags"]
+    with pytest.raises((redis.AuthenticationError, redis.ResponseError, redis.ConnectionError)):
+        crawler.set(f"{crawl.pk}:more", "x")  # its old connection was killed; a new login is refused
+    assert admin.client(db).dbsize() == 0
+    crawl.refresh_from_db()
+    assert (crawl.status, crawl.stop_reason) == (CrawlStatus.STOPPED_SIZE_LIMIT, StopReason.REDIS_BUDGET)
+    assert crawl.logs.filter(message__contains="cut off").exists()
+
+
+def test_a_crawl_whose_crawler_fills_its_redis_database_is_cut_off_with_the_reason(
         make_runner, make_crawl, fake, settings, admin):
     crawl = make_crawl()
     runner = make_runner(fake, settings=settings.model_copy(update={"crawl_redis_max_bytes": 2 * MiB}),
                          store=admin)
     runner.tick(later(0))
-    crawl.refresh_from_db()
-    own = admin.grant(crawl.redis_db, crawl.pk)  # the crawl's own user, as its crawlers have it
-    assert own.username == f"crawl-{crawl.pk}"
-    crawler = redis.Redis.from_url(own.url(crawl.redis_db), socket_timeout=5)
+    crawler = own_client(admin, crawl)
+    db = crawl.redis_db
     report(admin, crawl, done=1, found=2, pages=["http://site/a"])
     fill(crawler, f"{crawl.pk}:anything", 4 * MiB)
-    crawler.close()
 
     runner.tick(later(20))  # measured every 15 s
-    crawl.refresh_from_db()
-    assert (crawl.intent, crawl.stop_reason) == (Intent.STOP, StopReason.REDIS_BUDGET)
-    assert admin.client(crawl.redis_db).get(f"{crawl.pk}:stopping") == "1"
+    assert_cut_off(admin, crawl, crawler, db)
     assert crawl.logs.filter(message__contains="over the 2.1 MB a crawl may use").exists()
+    assert crawl.pages_done == 1  # what it reported before is kept
+    assert not any(instance.running for instance in fake.instances.values())
+    crawler.close()
 
-    end_instance(fake, admin, crawl, 0, "done")
-    runner.tick(later(21))
-    crawl.refresh_from_db()
-    assert (crawl.status, crawl.stop_reason) == (CrawlStatus.STOPPED_SIZE_LIMIT, StopReason.REDIS_BUDGET)
+
+def test_a_crawler_filling_the_shared_redis_is_cut_off_on_the_next_tick_and_another_crawl_completes(
+        make_runner, make_crawl, fake, settings, admin):
+    """The server over half its maxmemory: every crawl is measured at every tick, not every
+    15 s, so the culprit is cut off before the server refuses the others' writes."""
+    hostile, other = make_crawl(), make_crawl()
+    runner = make_runner(fake, settings=settings.model_copy(update={"crawl_redis_max_bytes": 2 * MiB}),
+                         store=admin)
+    runner.tick(later(0))
+    crawler, neighbour = own_client(admin, hostile), own_client(admin, other)
+    db = hostile.redis_db
+    report(admin, other, done=0, found=20)
+    fill(crawler, f"{hostile.pk}:junk", 20 * MiB)  # of the server's 32 MiB
+
+    runner.tick(later(1))  # 1 s after the last measure
+    assert_cut_off(admin, hostile, crawler, db)
+
+    for i in range(20):  # the other crawl's crawler goes on writing, as its own user
+        neighbour.lpush(f"{other.pk}:pages", f'{{"url": "http://site/{i}", "title": "t", "status": 200}}')
+        neighbour.set(f"{other.pk}:d", i + 1)
+    runner.tick(later(2))
+    end_instance(fake, admin, other, 0, "done")
+    runner.tick(later(3))
+    other.refresh_from_db()
+    assert (other.status, other.pages_done, other.snapshots.count()) == (CrawlStatus.COMPLETE, 20, 20)
+    crawler.close()
+    neighbour.close()
 
 
 def test_a_crawl_within_its_redis_budget_runs_on(make_runner, make_crawl, fake, store):
@@ -132,13 +173,11 @@ def test_the_dedup_index_handed_to_a_crawl_does_not_count_against_its_crawlers_b
     crawl.refresh_from_db()
     assert (crawl.status, crawl.stop_reason) == (CrawlStatus.RUNNING, "")
 
-    crawler = redis.Redis.from_url(admin.grant(crawl.redis_db, crawl.pk).url(crawl.redis_db),
-                                   socket_timeout=5)
+    crawler, db = own_client(admin, crawl), crawl.redis_db
     fill(crawler, f"{crawl.pk}:anything", 4 * MiB)  # what its crawler writes still counts
-    crawler.close()
     runner.tick(later(40))
-    crawl.refresh_from_db()
-    assert (crawl.intent, crawl.stop_reason) == (Intent.STOP, StopReason.REDIS_BUDGET)
+    assert_cut_off(admin, crawl, crawler, db)
+    crawler.close()
 
 
 def test_a_crawl_is_handed_only_the_newest_payloads_up_to_the_limit(
