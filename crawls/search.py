@@ -26,7 +26,7 @@ import html
 import re
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 
 from archiver.errors import ArchiverError
 
@@ -38,6 +38,14 @@ MAX_QUERY = 500  # characters
 MAX_WORDS = 16  # words of the query, phrases' and prefixes' included
 MAX_PREFIXES = 4
 MIN_PREFIX = 3  # characters a prefix's word has before its `*`
+# What one search may cost, whatever it asks: on SQLite in VM instructions (work, the same on
+# any machine), counted by a progress handler every WORK_BATCH; on PostgreSQL, which counts
+# no such thing, in milliseconds (statement_timeout). A one-word query over 30,000 pages
+# took 30,000 to 500,000 steps; walking every match of a common word to find an org's few
+# pages among them 3 to 5 million (tests/search/test_search_cost.py).
+WORK_STEPS = 10_000_000
+WORK_BATCH = 10_000
+TIMEOUT_MS = 5_000
 MAX_LIMIT = 200
 RANKED = 1000  # a query ranks at most this many of its matches (see _sqlite_rows)
 HEADLINE_TEXT = 600  # characters of a page's text around its first match a headline reads
@@ -289,9 +297,35 @@ def search(query: str, *, org: int | None = None, crawl: str | None = None,
         if connection.vendor == "postgresql":
             rows = _postgres_rows(cursor, tree, scope, limit, offset)
         else:
-            rows = _sqlite_rows(cursor, to_fts5(tree), scope, limit, offset)
+            with _work_budget(connection.connection, WORK_STEPS):
+                rows = _sqlite_rows(cursor, to_fts5(tree), scope, limit, offset)
     return [Hit(*row[:4], _aware(row[4]), row[5].rsplit("/", 1)[-1], row[6] or "",
                 abs(float(row[7]))) for row in rows]
+
+
+class _work_budget:  # noqa: N801 - used as `with _work_budget(...)`
+    """SQLite's progress handler ends the statement that runs past `steps` VM instructions
+    (sqlite3 raises "interrupted"): QueryTooCostly. `spent` counts batches of WORK_BATCH."""
+
+    def __init__(self, raw, steps: int):
+        self.raw, self.batches, self.spent = raw, steps // WORK_BATCH, 0
+
+    def _spend(self) -> bool:
+        self.spent += 1
+        return self.spent > self.batches
+
+    def __enter__(self):
+        self.raw.set_progress_handler(self._spend, WORK_BATCH)
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        self.raw.set_progress_handler(None, WORK_BATCH)
+        if isinstance(exc, OperationalError) and self.spent > self.batches:
+            raise QueryTooCostly(_TOO_COSTLY) from None
+
+
+_TOO_COSTLY = ("the search took more than its work budget: narrow it (a crawl, a date, rarer "
+               "words, fewer prefixes)")
 
 
 def _aware(value) -> dt.datetime | None:
@@ -380,6 +414,23 @@ def _sqlite_sql(scope: _Scope, ranked: bool) -> str:
 
 
 def _postgres_rows(cursor, tree, scope: _Scope, limit: int, offset: int) -> list[tuple]:
+    # SET LOCAL lasts to the end of the transaction: a savepoint's if one is open (a test, a
+    # request's), so the timeout is put back as it was once the search is done.
+    try:
+        with transaction.atomic():
+            cursor.execute("SELECT current_setting('statement_timeout'), "
+                           "set_config('statement_timeout', %s, true)", [f"{TIMEOUT_MS}ms"])
+            before = cursor.fetchone()[0]
+            rows = _postgres_search(cursor, tree, scope, limit, offset)
+            cursor.execute("SELECT set_config('statement_timeout', %s, true)", [before])
+    except OperationalError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) == "57014":  # query_canceled
+            raise QueryTooCostly(_TOO_COSTLY) from None
+        raise
+    return rows
+
+
+def _postgres_search(cursor, tree, scope: _Scope, limit: int, offset: int) -> list[tuple]:
     cursor.execute(_postgres_sql(scope), [to_tsquery(tree), _first_match_regex(tree),
                                           *scope.params, max(RANKED, offset + limit), limit,
                                           offset])

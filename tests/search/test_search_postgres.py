@@ -28,3 +28,21 @@ def test_search_behaves_the_same_on_postgresql(tmp_path):
         )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and "skipped" not in done.stdout
+
+
+@pytest.mark.postgres
+def test_search_costs_are_bounded_on_postgresql(tmp_path):
+    url = server_url()
+    if url is None:
+        pytest.skip(SKIP_REASON)
+    with fresh_database(url) as database_url:
+        env = claimers.child_env(database_url, tmp_path)
+        env["PYTHONPATH"] = f"{claimers.ROOT}:{Path(claimers.ROOT) / 'crawler'}"
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "tests/search/test_search_cost.py", "-q", "-rs",
+             "-p", "no:cacheprovider"],
+            cwd=Path(claimers.ROOT), env=env, capture_output=True, text=True, timeout=400,
+        )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    # Only the SQLite work budget's own tests are skipped there.
+    assert done.stdout.count("SKIPPED") == done.stdout.count("SQLite's work budget") == 3

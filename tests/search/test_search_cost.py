@@ -1,0 +1,141 @@
+"""What one search may cost (issue 36): over 30,000 pages, `a* OR b* OR ... z*` took 40 s and
+held a gunicorn thread; eight at once held them all. A query past the limits is refused before
+the database is asked; any other is cut by its work budget (SQLite: VM steps, counted here,
+never timed; PostgreSQL: statement_timeout). tests/search/test_search_postgres.py runs this
+file again on PostgreSQL."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import pytest
+from django.db import connection
+
+from crawls import search
+from crawls.config import CrawlConfig
+from crawls.models import ApiToken, Crawl, CrawlFile, Org, PageText
+
+pytestmark = pytest.mark.django_db
+
+PAGES = 30_000
+ATTACK = " OR ".join(f"{letter}*" for letter in string.ascii_lowercase)
+
+
+def vocabulary(rng: random.Random, size: int = 3000) -> list[str]:
+    words = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9))))
+    return sorted(words)
+
+
+def add_pages(org: str, count: int, words: list[str], rng: random.Random) -> Org:
+    owner, _ = Org.objects.get_or_create(slug=org)
+    crawl = Crawl.create(owner, CrawlConfig(seeds=["http://127.0.0.1:9/"]))
+    file = CrawlFile.objects.create(crawl=crawl, path=f"archives/{crawl.pk}/a.wacz", size=1,
+                                    sha256="0" * 64)
+    # Every page holds "common"; the rest is drawn with a Zipf-like spread, as words go.
+    weights = [1 / rank for rank in range(1, len(words) + 1)]
+    rows = [(crawl.pk, file.pk, f"https://{org}.test/{i}", f"page {i}",
+             "common " + " ".join(rng.choices(words, weights, k=20))) for i in range(count)]
+    if connection.vendor == "postgresql":
+        PageText.objects.add(crawl.pk, file.pk, [(*row[2:], None) for row in rows])
+    else:  # one statement for them all: the test's setup is most of its time
+        with connection.cursor() as cursor:
+            cursor.executemany("INSERT INTO crawls_pagetext (crawl_id, file_id, url, title, text) "
+                               "VALUES (%s, %s, %s, %s, %s)", rows)
+    return owner
+
+
+@pytest.fixture(scope="module")
+def pages(django_db_setup, django_db_blocker):
+    """30,000 pages of one org, 5 of another (the small org's token searches among them all),
+    written once for the file (the index takes seconds to fill) and removed after it."""
+    rng = random.Random(36)
+    words = vocabulary(rng)
+    with django_db_blocker.unblock():
+        add_pages("big", PAGES, words, rng)
+        small = add_pages("small", 5, words, rng)
+    yield small
+    with django_db_blocker.unblock():
+        Crawl.objects.filter(org__slug__in=("big", "small")).delete()
+        Org.objects.filter(slug__in=("big", "small")).delete()
+
+
+class Counted(search._work_budget):
+    """The work budget, remembering what each search spent."""
+
+    spent_by_search: list[int] = []
+
+    def __exit__(self, *exc):
+        Counted.spent_by_search.append(self.spent)
+        return super().__exit__(*exc)
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's work budget (PostgreSQL's is a statement_timeout)")
+    Counted.spent_by_search = []
+    monkeypatch.setattr(search, "_work_budget", Counted)
+    return Counted.spent_by_search
+
+
+def test_the_reported_query_is_refused_before_the_database_is_asked(pages,
+                                                                   django_assert_num_queries):
+    with django_assert_num_queries(0), pytest.raises(search.QueryTooComplex):
+        search.search(ATTACK, org=pages.pk)
+
+
+def test_a_search_past_its_work_budget_is_cut_where_the_budget_ends(pages, counted, monkeypatch):
+    # The small org's five pages among 30,000 holding the word: every match is walked.
+    assert len(search.search("common", org=pages.pk)) == 5
+    (walk,) = counted
+    assert walk * search.WORK_BATCH < search.WORK_STEPS / 5  # far inside the budget
+    monkeypatch.setattr(search, "WORK_STEPS", walk // 4 * search.WORK_BATCH)
+    with pytest.raises(search.QueryTooCostly, match="work budget"):
+        search.search("common", org=pages.pk)
+    assert counted[-1] == walk // 4 + 1  # stopped at the first batch past the budget
+
+
+def test_every_page_of_results_costs_about_what_the_first_does(pages, counted):
+    first = search.search("common", limit=21)
+    pages_on = [search.search("common", limit=21, offset=offset)
+                for offset in (980, 2000, 9000, 10_000)]
+    assert all(len(hits) == 21 for hits in [first, *pages_on])
+    assert max(counted) <= max(counted[0], 1) * 10, counted
+    assert max(counted) * search.WORK_BATCH < search.WORK_STEPS / 100
+
+
+def test_the_most_a_query_within_the_limits_asks_stays_inside_the_budget(pages, counted):
+    # Four prefixes of three letters and twelve common words, OR'ed, paged deep.
+    words = " OR ".join(["common"] * 12)
+    search.search(f"aaa* OR abc* OR abd* OR abe* OR {words}", org=pages.pk, offset=9000)
+    assert counted[-1] * search.WORK_BATCH < search.WORK_STEPS, counted
+
+
+def test_a_search_past_its_statement_timeout_is_cut_on_postgresql(pages, monkeypatch):
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's statement_timeout")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        (before,) = cursor.fetchone()
+    search.search("common", org=pages.pk)
+    monkeypatch.setattr(search, "TIMEOUT_MS", 1)
+    with pytest.raises(search.QueryTooCostly, match="work budget"):
+        search.search("common", org=pages.pk)
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone() == (before,)  # the search's own timeout ended with it
+
+
+def test_the_api_answers_a_search_cut_by_its_budget_with_a_400_saying_why(
+        pages, client, django_user_model, monkeypatch, admin_settings):
+    monkeypatch.setattr(search, "WORK_STEPS", search.WORK_BATCH)
+    monkeypatch.setattr(search, "TIMEOUT_MS", 1)
+    user = django_user_model.objects.create_superuser("root", password="x")
+    _, secret = ApiToken.issue(user, "reader", org=pages, read_only=True)
+    answer = client.get("/api/v1/search", {"q": "common"}, HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["code"] == "query_too_costly"
+    assert "narrow" in answer.json()["message"]
