@@ -9,12 +9,17 @@ from ninja import Query, Router
 
 from crawls import search
 from crawls.api import pagination
-from crawls.api.auth import need, scope_org_id
-from crawls.api.errors import ERRORS, ApiError, invalid
+from crawls.api.auth import caller, need, scope_org_id
+from crawls.api.errors import ERRORS, ApiError, invalid, rate_limited
 from crawls.api.schemas import Out
+from crawls.lease import db_now
 
 router = Router(tags=["search"])
 MAX_OFFSET = 10_000  # ranked results are paged by offset: deep pages cost more, so they end
+# A search counts as this many requests against its token's rate limit (600 a minute by
+# default: 30 searches). Each is bounded by its work budget (crawls/search.py), so a token
+# holds at most a thread's worth of searching, not all of gunicorn's threads (issue 36).
+SEARCH_COST = 20
 
 
 class SearchHit(Out):
@@ -43,6 +48,7 @@ def search_pages(request, q: str = Query(..., max_length=search.MAX_QUERY),
     `NOT word`, `( )` (docs/api.md, Search). `snippet_html` is escaped HTML whose only markup
     is `<mark>` around the matches. An org-scoped token sees only its org's pages."""
     need(request, "crawls.view_crawl")
+    _count_search(request)
     offset = pagination.int_cursor(cursor) or 0
     if offset > MAX_OFFSET:
         raise invalid(f"results past the first {MAX_OFFSET} are not paged: narrow the query")
@@ -60,3 +66,16 @@ def search_pages(request, q: str = Query(..., max_length=search.MAX_QUERY),
     more = len(hits) > limit
     return {"items": [hit.as_dict() for hit in hits[:limit]],
             "next_cursor": pagination.encode(str(offset + limit)) if more else None}
+
+
+def _count_search(request) -> None:
+    """The search's cost less the one request TokenAuth already counted; a token whose
+    whole minute is less than a search may still make one."""
+    _, token = caller(request)
+    if token is None:
+        return
+    wait = token.count_request(db_now(), cost=min(SEARCH_COST, token.rate_limit) - 1)
+    if wait is not None:
+        raise rate_limited(f"token {token.prefix}: a search counts as {SEARCH_COST} requests, and "
+                           f"this minute's {token.rate_limit} are used up; retry in {wait:.0f} s",
+                           wait)

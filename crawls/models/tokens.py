@@ -75,9 +75,12 @@ class ApiToken(models.Model):
             raise NotAllowed(f"token {self.prefix} is already revoked")
         self.revoked_at = now
 
-    def count_request(self, now: dt.datetime) -> float | None:
-        """Count one request in this minute's window: None if allowed, else the seconds
-        until the window ends (Retry-After). Two guarded UPDATEs, no read-modify-write."""
+    def count_request(self, now: dt.datetime, cost: int = 1) -> float | None:
+        """Count one request, worth `cost` requests, in this minute's window: None if allowed,
+        else the seconds until the window ends (Retry-After). Two guarded UPDATEs, no
+        read-modify-write."""
+        if cost <= 0:
+            return None
         window = now.replace(second=0, microsecond=0)
         rows = ApiToken.objects.filter(pk=self.pk)
         # Twice: a concurrent request may start this minute's window between our two UPDATEs
@@ -85,11 +88,13 @@ class ApiToken(models.Model):
         for _ in range(2):
             # At or after: another worker whose clock read came a moment later may already
             # have started the next minute's window; this request counts in that one.
-            if rows.filter(window_start__gte=window, window_count__lt=self.rate_limit).update(
-                    window_count=F("window_count") + 1, last_used_at=now):
+            if rows.filter(window_start__gte=window,
+                           window_count__lte=self.rate_limit - cost).update(
+                    window_count=F("window_count") + cost, last_used_at=now):
                 return None
-            if rows.filter(Q(window_start__lt=window) | Q(window_start__isnull=True)).update(
-                    window_start=window, window_count=1, last_used_at=now):
+            if cost <= self.rate_limit and rows.filter(
+                    Q(window_start__lt=window) | Q(window_start__isnull=True)).update(
+                    window_start=window, window_count=cost, last_used_at=now):
                 return None
         return max((window + dt.timedelta(minutes=1) - now).total_seconds(), 1)
 

@@ -6,6 +6,7 @@ file again on PostgreSQL."""
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import string
 
@@ -13,6 +14,7 @@ import pytest
 from django.db import connection
 
 from crawls import search
+from crawls.api.routes_search import SEARCH_COST
 from crawls.config import CrawlConfig
 from crawls.models import ApiToken, Crawl, CrawlFile, Org, PageText
 
@@ -139,3 +141,27 @@ def test_the_api_answers_a_search_cut_by_its_budget_with_a_400_saying_why(
     assert answer.status_code == 400, answer.content
     assert answer.json()["code"] == "query_too_costly"
     assert "narrow" in answer.json()["message"]
+
+
+def test_a_search_counts_as_many_requests_against_its_tokens_minute(
+        client, django_user_model, monkeypatch, admin_settings):
+    now = dt.datetime(2026, 12, 4, 12, 0, 30, tzinfo=dt.UTC)
+    clock = [now]
+    for module in ("crawls.api.auth", "crawls.api.routes_search"):
+        monkeypatch.setattr(f"{module}.db_now", lambda: clock[0])
+    user = django_user_model.objects.create_superuser("root", password="x")
+    _, secret = ApiToken.issue(user, "reader", read_only=True, rate_limit=100)
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+    searches = [client.get("/api/v1/search", {"q": "lighthouse"}, **auth).status_code
+                for _ in range(100 // SEARCH_COST + 1)]
+    assert searches == [200] * (100 // SEARCH_COST) + [429]
+    refused = client.get("/api/v1/crawls", **auth)  # the minute is spent, for every route
+    assert refused.status_code == 429 and refused.json()["code"] == "rate_limited"
+    assert refused["Retry-After"] == "30"
+    clock[0] = now + dt.timedelta(minutes=1)
+    assert client.get("/api/v1/search", {"q": "lighthouse"}, **auth).status_code == 200
+    # A token whose whole minute is less than one search still searches once a minute.
+    _, small = ApiToken.issue(user, "small", read_only=True, rate_limit=3)
+    answers = [client.get("/api/v1/search", {"q": "lighthouse"},
+                          HTTP_AUTHORIZATION=f"Bearer {small}").status_code for _ in range(2)]
+    assert answers == [200, 429]
