@@ -1,0 +1,31 @@
+"""Request bodies past Django's DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MB) are answered 413 before
+anything reads them: a JSON error in the API's shape under /api/, a line of plain text
+elsewhere (the admin). Left to Django, reading one raised RequestDataTooBig inside the API's
+views, answered as a 500 with a traceback in the log (issue 36).
+
+archiver takes no file uploads over HTTP, so no body is legitimately larger. A body sent
+without Content-Length (chunked) is not read by Django at all."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpResponse, JsonResponse
+
+
+class BodySizeLimit:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if limit is not None and _content_length(request) > limit:
+            message = f"the request body is too large: at most {limit} bytes"
+            if request.path.startswith("/api/"):
+                return JsonResponse({"code": "too_large", "message": message}, status=413)
+            return HttpResponse(f"{message}\n", status=413, content_type="text/plain; charset=utf-8")
+        return self.get_response(request)
+
+
+def _content_length(request) -> int:
+    value = request.META.get("CONTENT_LENGTH") or "0"
+    return int(value) if value.isdigit() else 0
