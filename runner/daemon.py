@@ -34,6 +34,7 @@ from crawls.models import Crawl, CrawlStatus, RunnerRecord, WebhookDelivery
 from runner import qa_queue
 from runner.decide import classify_exit, crawl_state_for, decide_outcome, relaunch_delay
 from runner.launchers import Launcher
+from runner.outage import CONNECTION_ERRORS, Outage, describe, fresh_connection
 from runner.progress import ProgressStore
 from runner.state import Runtime, new_runner_id
 from runner.steps import claim, periodic, recover, supervise
@@ -91,6 +92,7 @@ class Runner:
         self._wake: socket.socket | None = None
         self._lock_file = lock_file  # from acquire_runner_lock(), if taken already
         self._workers: list = []  # (thread owner, seconds to stop): webhooks, reviews
+        self._hurry = False  # a second signal: exit without waiting for anything
 
     # What tests, the live view and the service read.
     settings = property(lambda self: self.rt.settings)
@@ -152,6 +154,8 @@ class Runner:
         for name, step in self.steps:
             try:
                 found |= bool(step(now))
+            except CONNECTION_ERRORS:
+                raise  # the database is away: the loop waits for it (runner/outage.py)
             except DatabaseError:
                 log.warning("step %s: database error; trying again next tick", name)
             except Exception:  # noqa: BLE001 - a periodic step never stops the loop
@@ -205,34 +209,47 @@ class Runner:
             self.release_lock()
 
     def loop(self, mode: str, view=None) -> None:
+        """Every path through a turn ends at the stop check: a database that is away (the
+        tick fails at once) must not keep a stopping daemon spinning."""
         pause_deadline = None
+        outage = Outage("runner", first_wait=self.settings.poll_interval)
         while True:
             try:
+                fresh_connection()
                 now = self.clock()
                 found = self.tick(now)
+                outage.recovered()
+                if view:
+                    view.update(self)
+                if mode == "once":
+                    return
+                if self.stop_event.is_set():
+                    if not self.interrupt_crawls or not self.held:
+                        return
+                    if pause_deadline is None:
+                        pause_deadline = now + dt.timedelta(seconds=SHUTDOWN_PAUSE_TIMEOUT)
+                        self.pause_all(now)
+                    elif now > pause_deadline:
+                        log.warning("crawls did not pause within %g s; leaving them running",
+                                    SHUTDOWN_PAUSE_TIMEOUT)
+                        return
+                if mode == "drain" and not self.held and not self.has_due_work(now):
+                    return
+                pause = 0.0 if found else self.sleep_time(now)
+            except CONNECTION_ERRORS as exc:
+                pause = outage.failed(exc)
+                if self.stop_event.is_set():
+                    log.warning("stopping while the database is unavailable (%s): the crawls "
+                                "keep running, and a runner adopts them once it is back",
+                                describe(exc))
+                    return
             except DatabaseError:
-                # The database is away or locked for too long: nothing can be decided now.
                 log.exception("tick failed on a database error; trying again shortly")
-                self.sleep(self.settings.poll_interval)
-                continue
-            if view:
-                view.update(self)
-            if mode == "once":
-                return
-            if self.stop_event.is_set():
-                if not self.interrupt_crawls or not self.held:
+                if self.stop_event.is_set():
                     return
-                if pause_deadline is None:
-                    pause_deadline = now + dt.timedelta(seconds=SHUTDOWN_PAUSE_TIMEOUT)
-                    self.pause_all(now)
-                elif now > pause_deadline:
-                    log.warning("crawls did not pause within %g s; leaving them running",
-                                SHUTDOWN_PAUSE_TIMEOUT)
-                    return
-            if mode == "drain" and not self.held and not self.has_due_work(now):
-                return
-            if not found:
-                self.sleep(self.sleep_time(now))
+                pause = self.settings.poll_interval
+            if pause:
+                self.sleep(pause)
 
     def pause_all(self, now: dt.datetime) -> None:
         self.rt.event(f"pausing {len(self.held)} crawl(s) before exiting")
@@ -308,6 +325,7 @@ class Runner:
 
         def handle(signum, frame):
             if self.stop_event.is_set():
+                self._hurry = True  # shutdown() does not wait for the worker threads
                 raise SystemExit(f"second {signal.Signals(signum).name}: exiting now")
             log.info("%s: finishing this tick, then exiting%s", signal.Signals(signum).name,
                      " after pausing the crawls" if self.interrupt_crawls else
@@ -343,15 +361,20 @@ class Runner:
         """Give our leases back (due now, so a restarted runner adopts at once); crawlers keep running."""
         while self._workers:  # the last started first: reviews, then webhooks
             worker, grace = self._workers.pop()
-            worker.stop(timeout=grace)
+            worker.stop(timeout=0 if self._hurry else grace)
         self.launcher.close()
         self.store.close()
-        now = self.clock()
-        with contextlib.suppress(DatabaseError):
+        try:
+            fresh_connection()
+            now = self.clock()
             for pk, held in list(self.held.items()):
                 Crawl.objects.release(pk, held.token, now)
             self.held.clear()
             RunnerRecord.objects.filter(pk=self.id).update(stopped_at=now, heartbeat_at=now)
+        except DatabaseError as exc:
+            # Our leases run out instead, or a runner of this data dir takes them over at start.
+            log.warning("could not give back the leases of %d crawl(s): %s", len(self.held),
+                        describe(exc))
 
 
 def register_runner(runner_id: str, settings: Settings, now: dt.datetime) -> None:

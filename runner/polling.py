@@ -4,7 +4,8 @@ and the quality review's (runner/webhooks.py, runner/qa_queue.py).
 Each thread runs one pass at a time, so stop() is seen between passes and each claim reads
 the clock afresh; a pass that found nothing waits the poll interval, or until wake(). A
 pass that raises is logged and tried again shortly: a dead thread would do nothing more,
-and what it held is claimed again when its lease ends.
+and what it held is claimed again when its lease ends. The database being away is waited
+out with back-off and logged once for all the lanes (runner/outage.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import logging
 import threading
 
 from django.db import connection
+
+from runner.outage import CONNECTION_ERRORS, Outage, fresh_connection
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +30,7 @@ class PollingThreads:
         self.stop_event = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.outage = Outage(self.what, first_wait=poll_interval)  # one for all the lanes
 
     def pass_once(self, lane) -> bool:
         """One pass; whether it found work (then the next pass starts at once)."""
@@ -52,13 +56,18 @@ class PollingThreads:
     def _run(self, lane) -> None:
         try:
             while not self.stop_event.is_set():
+                fresh_connection()
                 try:
                     found = self.pass_once(lane)
+                    self.outage.recovered()
+                    wait = 0.0 if found else self.poll_interval
+                except CONNECTION_ERRORS as exc:
+                    wait = self.outage.failed(exc)
                 except Exception:  # noqa: BLE001 - logged; a dead thread would do nothing more
                     log.exception("%s failed; trying again shortly", self.what)
-                    found = False
-                if not found:
-                    self._wake.wait(self.poll_interval)
+                    wait = self.poll_interval
+                if wait:
+                    self._wake.wait(wait)
                     self._wake.clear()
         finally:
             connection.close()  # this thread's own connection

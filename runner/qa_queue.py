@@ -27,6 +27,7 @@ from archiver.conf import Settings
 from crawls.lease import db_now
 from crawls.models import Crawl, QualityReview, ReviewStatus
 from runner import qa
+from runner.outage import fresh_connection
 from runner.polling import PollingThreads
 
 log = logging.getLogger("runner.daemon")
@@ -129,6 +130,7 @@ class Renewal:
     def _run(self) -> None:
         try:
             while not self._stop.wait(self.lease / 3):
+                fresh_connection()  # one broken by a database restart is opened again
                 try:
                     if not QualityReview.objects.renew(self.pk, self.token, self.clock(), self.lease):
                         return  # lost: the swap at the end is refused

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.db import DatabaseError
+
 from archiver.conf import Settings
 from crawls import admission, storage
 from crawls.models import Crawl
@@ -43,8 +45,12 @@ class RunnerService:
         """The embedded Redis stops with a clean exit only when no crawl keeps state in it."""
         if self.embedded is None:
             return
-        if Crawl.objects.active().exclude(redis_db=None).exists():
-            log.info("leaving the embedded Redis running: crawls keep their state in it")
+        try:
+            keeps_state = Crawl.objects.active().exclude(redis_db=None).exists()
+        except DatabaseError:
+            keeps_state = True  # cannot tell: the safe side
+        if keeps_state:
+            log.info("leaving the embedded Redis running: crawls may keep their state in it")
             return
         self.embedded.stop()
 

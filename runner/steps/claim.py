@@ -19,6 +19,7 @@ from crawls import admission, quotas
 from crawls.models import Crawl, CrawlStatus, ExitReason, Intent, RunnerRecord
 from runner import ending, handover
 from runner.observe import files_bytes
+from runner.outage import CONNECTION_ERRORS
 from runner.state import Held, Runtime
 
 log = logging.getLogger("runner.daemon")
@@ -114,6 +115,8 @@ def start_safely(rt: Runtime, crawl: Crawl, token: int, now: dt.datetime) -> boo
                 rt.on_redis_down()
         wait(crawl, token, S.WAITING_CAPACITY, REDIS_WAIT, now, ORG_RETRY)
         return False
+    except CONNECTION_ERRORS:
+        raise  # the database is away, not the crawl's fault: the loop waits for it
     except Exception as exc:
         log.exception("crawl %s: could not start", crawl.short_id)
         ending.fail(rt, crawl, token, f"could not start: {exc}", now)

@@ -21,6 +21,7 @@ from runner import decide, ending, handover
 from runner.apply import carry_out
 from runner.decide import HandleExit, Policy
 from runner.observe import observe, retake
+from runner.outage import CONNECTION_ERRORS
 from runner.state import Runtime
 
 log = logging.getLogger("runner.daemon")
@@ -82,6 +83,8 @@ def supervise_safely(rt: Runtime, crawl: Crawl, now: dt.datetime, processes: lis
     except CrawlFailed as exc:
         ending.fail(rt, crawl, held.token, str(exc), now, exc.stop_reason, exc.detail)
         return True
+    except CONNECTION_ERRORS:
+        raise  # the database is away: the loop waits for it, no traceback per crawl
     except DatabaseError:
         log.exception("crawl %s: database error; trying again next tick", crawl.short_id)
         return False

@@ -158,3 +158,51 @@ def kill9_trial(root: Path, *, launcher: str, scale: int, rng: random.Random, cr
         result = trial.audit(site, ids)
         result["daemon_kills"] = kills
         return result
+
+
+OUTAGE_WORDS = ("database", "connection")
+
+
+def outage_lines(trial: Trial) -> int:
+    """Lines of the daemons' logs about the database or its connection (an outage logged
+    once when it starts, at most once a minute while it lasts, once when it ends)."""
+    return sum(1 for path in trial.logs if path.exists()
+               for line in path.read_text(errors="replace").splitlines()
+               if any(word in line.lower() for word in OUTAGE_WORDS))
+
+
+def database_restart_trial(root: Path, cluster, *, crawls: int = 3, later: int = 2,
+                           pages: int = 12, delay: float = 0.3, downtime: float = 0.0,
+                           timeout: float = 60) -> dict:
+    """One daemon on a PostgreSQL cluster of the trial's own (tests/pg_cluster.py), `crawls`
+    crawls of a slow site; the database restarted (`pg_ctl restart -m fast`, or stopped for
+    `downtime` s) mid-crawl, then `later` crawls added: all must complete, every page once."""
+    with chaos_site(trees=crawls + later, pages=pages, delay=delay) as site, \
+            Trial(root, database_url=cluster.url,
+                  env={"ARCHIVER_MAX_CONCURRENT_CRAWLS": str(crawls + later)}) as trial:
+        data_dir = trial.add_data_dir()
+        trial.migrate()
+        trial.start_daemon(data_dir)
+        trial.daemon_ready(data_dir)
+        ids = trial.add_many(data_dir, [site.tree_url(k) for k in range(crawls)])
+        for crawl_id in ids:
+            trial.wait_crawl(crawl_id, lambda c: c["pages_done"] >= 1 or c["status"] in FINAL,
+                             timeout=30)
+        before = {i: trial.crawl(i)["status"] for i in ids}
+        if downtime:
+            cluster.stop()
+            trial.note("database stopped")
+            time.sleep(downtime)
+            cluster.start_again()
+        else:
+            cluster.restart()
+        trial.note("database restarted")
+        ids += trial.add_many(data_dir, [site.tree_url(k) for k in range(crawls, crawls + later)])
+        trial.wait_final(ids, timeout)
+        result = trial.audit(site, ids, webhook_wait=10)
+        result["outage_lines"] = outage_lines(trial)
+        result["running_at_restart"] = sum(s == "running" for s in before.values())
+        result["daemon_alive"] = data_dir.daemon.poll() is None
+        if result["incomplete"] or result["tracebacks"]:
+            result["log_tail"] = trial.log_tail(4000)
+        return result
