@@ -1,7 +1,9 @@
-"""No replay capability in a log: its signature is cut from every line the replay server
-writes (gunicorn's access log, Django's request warnings). A capability is a bearer secret
-for an hour (crawls/capability.py); the crawl id and expiry stay, so a line still says which
-crawl was read."""
+"""No replay capability and no public link in a log: a capability's signature, and a
+collection's public link secret whole, are cut from every line the admin's and the replay
+server's gunicorns and Django write (access logs, Django's request warnings). A capability
+is a bearer secret for an hour (crawls/capability.py); the crawl id and expiry stay, so a
+line still says which crawl was read. A public link is one until revoked
+(crawls/models/collections.py); only its `pub_` stays."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ import re
 from gunicorn.glogging import Logger
 
 SIGNATURE = re.compile(r"(\.\d{1,12}\.)[A-Za-z0-9_-]{43}")
+# Any length: a link mistyped or cut short still holds part of the secret.
+PUBLIC_LINK = re.compile(r"(pub_)[A-Za-z0-9_-]+")
 
 
 def redacted(text: str) -> str:
-    return SIGNATURE.sub(r"\1<signature>", text)
+    return PUBLIC_LINK.sub(r"\1<secret>", SIGNATURE.sub(r"\1<signature>", text))
 
 
 class AccessLogger(Logger):

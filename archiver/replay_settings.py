@@ -20,6 +20,3 @@ WSGI_APPLICATION = "archiver.replay_wsgi.application"
 ALLOWED_HOSTS = [ARCHIVER.replay_host]
 # The frame's URL holds the capability: it is never sent on as a Referer.
 SECURE_REFERRER_POLICY = "no-referrer"
-# No capability in a log line (archiver/replay_logging.py; gunicorn's access log too).
-LOGGING = {**LOGGING, "filters": {"capabilities": {"()": "archiver.replay_logging.WithoutCapabilities"}}}  # noqa: F405
-LOGGING["handlers"] = {"stderr": {**LOGGING["handlers"]["stderr"], "filters": ["capabilities"]}}

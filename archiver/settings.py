@@ -176,7 +176,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s [%(name)s] %(message)s"}},
-    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # No capability or public link secret in any line (archiver/replay_logging.py).
+    "filters": {"secrets": {"()": "archiver.replay_logging.WithoutCapabilities"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain",
+                            "filters": ["secrets"]}},
     "root": {"handlers": ["stderr"], "level": os.environ.get("ARCHIVER_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

@@ -67,6 +67,7 @@ bash "$ROOT/scripts/replay-files.sh"  # ReplayWeb.page for the replay origin (np
 mkdir -p "$ARCHIVER_DATA_DIR/run"
 "$ROOT/.venv/bin/gunicorn" archiver.wsgi:application \
     --bind "127.0.0.1:$PORT" --workers 2 --threads 4 --umask 0077 \
+    --logger-class archiver.replay_logging.AccessLogger \
     --pid "$ARCHIVER_DATA_DIR/run/gunicorn.pid" \
     --access-logfile "$ARCHIVER_DATA_DIR/run/admin-access.log" \
     --error-logfile "$ARCHIVER_DATA_DIR/run/admin-error.log" &

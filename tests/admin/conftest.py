@@ -119,7 +119,7 @@ def start_gunicorn(installation, app: tuple, bind: str, log) -> subprocess.Popen
     return subprocess.Popen(  # the command lines of scripts/start.sh
         [str(Path(sys.executable).parent / "gunicorn"), wsgi,
          "--bind", bind, "--workers", "2", "--threads", "4", "--umask", "0077",
-         *(["--logger-class", "archiver.replay_logging.AccessLogger"] if name == "replay" else []),
+         "--logger-class", "archiver.replay_logging.AccessLogger",
          "--pid", str(run / pid),
          "--access-logfile", str(run / f"{name}-access.log"),
          "--error-logfile", str(run / f"{name}-error.log")],
