@@ -314,10 +314,14 @@ class FittedTable:
     """
 
     GAP = 2  # rich's default padding: one blank each side of a column, none at the edges
+    READABLE = 18  # cells a flexible column needs to say something ("https://docs.pytho")
 
-    def __init__(self, headers: tuple[str, ...], flexible: set[str]):
+    def __init__(self, headers: tuple[str, ...], flexible: set[str], second_line: tuple[str, ...] = ()):
+        """`second_line`: flexible columns that go on a line of their own under each row
+        when the console cannot give every flexible column READABLE cells."""
         self.headers = headers
         self.flexible = flexible
+        self.second_line = second_line
         self.rows: list[tuple[str | Text, ...]] = []
 
     def add_row(self, *cells: str | Text) -> None:
@@ -337,12 +341,56 @@ class FittedTable:
         return [shares.get(header, w) for header, w in natural.items()]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        if self.second_line and self.too_narrow(width):
+            yield from self.on_two_lines(width)
+            return
         table = Table(box=None, header_style="bold", pad_edge=False)
-        for header, width in zip(self.headers, self.widths(options.max_width), strict=True):
-            table.add_column(header, no_wrap=True, overflow="ellipsis", max_width=width)
+        for header, column_width in zip(self.headers, self.widths(width), strict=True):
+            table.add_column(header, no_wrap=True, overflow="ellipsis", max_width=column_width)
         for row in self.rows:
             table.add_row(*row)
         yield table
+
+    def too_narrow(self, width: int) -> bool:
+        """A flexible column would get fewer than READABLE cells (or than its own width)."""
+        natural, given = self.natural_widths(), dict(zip(self.headers, self.widths(width), strict=True))
+        return any(given[header] < min(self.READABLE, natural[header]) for header in self.flexible)
+
+    def on_two_lines(self, width: int) -> RenderResult:
+        """Each row's `second_line` columns under it, indented, cut at the console's width."""
+        top = [i for i, header in enumerate(self.headers) if header not in self.second_line]
+        below = [self.headers.index(header) for header in self.second_line]
+        first = FittedTable(tuple(self.headers[i] for i in top), self.flexible - set(self.second_line))
+        first.rows = [tuple(row[i] for i in top) for row in self.rows]
+        widths = first.widths(width)
+        room = width - 2 - self.GAP * (len(below) - 1)
+        yield cells_line(first.headers, widths, width, style="bold")
+        yield cells_line(self.second_line, [len(header) for header in self.second_line], width,
+                         style="bold", indent=2)
+        for row in self.rows:
+            yield cells_line([row[i] for i in top], widths, width)
+            # Each row's own cells share its line: a seed beside an empty reason is shown whole.
+            shares = share_out(room, {n: as_text(row[i]).cell_len for n, i in enumerate(below)})
+            yield cells_line([row[i] for i in below], [shares[n] for n in range(len(below))], width, indent=2)
+
+
+def as_text(cell: str | Text) -> Text:
+    return cell.copy() if isinstance(cell, Text) else Text(cell)
+
+
+def cells_line(cells, widths: list[int], width: int, style: str = "", indent: int = 0) -> Text:
+    """One line of cells, each padded or cut with an ellipsis to its width."""
+    shown = []
+    for cell, cell_width in zip(cells, widths, strict=True):
+        text = as_text(cell)
+        text.truncate(cell_width, overflow="ellipsis", pad=True)
+        shown.append(text)
+    line = Text(" " * indent, no_wrap=True, overflow="ellipsis") + Text(" " * FittedTable.GAP).join(shown)
+    line.truncate(width, overflow="ellipsis")
+    if style:
+        line.stylize(style)
+    return line
 
 
 def share_out(room: int, wants: dict[str, int]) -> dict[str, int]:

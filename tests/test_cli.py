@@ -304,14 +304,22 @@ def test_status_shows_every_column_with_a_long_reason_cut_to_the_width(make_craw
     long = make_crawl(S.FAILED, url="https://example.com/" + "deep/" * 30, error=LONG_ERROR)
     call_command("status", stdout=out, stderr=StringIO())
     lines = out.getvalue().splitlines()
-    assert lines[0].split() == ["ID", "STATE", "PAGES", "SIZE", "REASON", "ORG", "AGE", "SEED"]
     assert all(len(line.rstrip()) <= width for line in lines)
-    long_line = next(line for line in lines if line.startswith(long.short_id))
-    assert "failed" in long_line and "the crawl" in long_line  # the start of its error
-    assert long_line.count("…") == 2  # the rest of it and of the seed cut
-    assert "default" in long_line and "https://" in long_line
+    at = next(n for n, line in enumerate(lines) if line.startswith(long.short_id))
     short_line = next(line for line in lines if line.startswith(short.short_id))
     assert "running" in short_line and "10/40" in short_line
+    if width == 160:
+        assert lines[0].split() == ["ID", "STATE", "PAGES", "SIZE", "REASON", "ORG", "AGE", "SEED"]
+        long_line = lines[at]
+        assert long_line.count("…") == 2  # the rest of its error and of the seed cut
+    else:  # too narrow for a readable seed and reason beside the rest: they go below
+        assert lines[0].split() == ["ID", "STATE", "PAGES", "SIZE", "ORG", "AGE"]
+        assert lines[1].split() == ["SEED", "REASON"]
+        long_line = " ".join(lines[at:at + 2])
+        assert lines[at + 1].count("…") == 2  # each gets half the line
+        assert "https://example.com/deep/deep/" in long_line
+    assert "failed" in long_line and "the crawl" in long_line  # the start of its error
+    assert "default" in long_line and "https://" in long_line
 
 
 @pytest.mark.django_db
@@ -580,15 +588,34 @@ def read_or_end(fd: int) -> bytes:
         return b""
 
 
-def test_status_at_an_80_column_terminal_shows_id_and_state_beside_a_long_error(data_dir):
+def test_status_at_an_80_column_terminal_shows_id_and_state_above_a_long_error(data_dir):
     crawl_id = manage(data_dir, "add", "https://example.com/" + "deep/" * 30, check=True).stdout.strip()
     with sqlite3.connect(data_dir / "archiver.sqlite3") as db:
         db.execute("UPDATE crawls_crawl SET status='failed', error=? WHERE id=?", (LONG_ERROR, crawl_id))
     lines = at_a_terminal(data_dir, 80, "status")
-    assert lines[0].split() == ["ID", "STATE", "PAGES", "SIZE", "REASON", "ORG", "AGE", "SEED"]
+    assert lines[0].split() == ["ID", "STATE", "PAGES", "SIZE", "ORG", "AGE"]
     assert all(len(line.rstrip()) <= 80 for line in lines)
-    (line,) = [line for line in lines if line.startswith(crawl_id[:8])]
-    assert "failed" in line and "the crawl" in line and "…" in line
+    (at,) = [n for n, line in enumerate(lines) if line.startswith(crawl_id[:8])]
+    assert "failed" in lines[at] and "the crawl" in lines[at + 1] and "…" in lines[at + 1]
+
+
+def test_status_at_an_80_column_terminal_shows_each_crawls_id_state_pages_and_seed(data_dir):
+    seeds = {"running": "https://docs.python.org/3/library/index.html",
+             "failed": "http://127.0.0.1:9/" + "deep/" * 30}
+    ids = {}
+    for state, seed in seeds.items():
+        ids[state] = manage(data_dir, "add", seed, check=True).stdout.strip()
+        with sqlite3.connect(data_dir / "archiver.sqlite3") as db:
+            db.execute("UPDATE crawls_crawl SET status=?, intent=?, error=?, pages_done=529, pages_found=5292 "
+                       "WHERE id=?", (state, "pause" if state == "running" else "",
+                                      LONG_ERROR if state == "failed" else "", ids[state]))
+    lines = at_a_terminal(data_dir, 80, "status")
+    assert all(len(line.rstrip()) <= 80 for line in lines)
+    for state, seed in seeds.items():
+        at = next(n for n, line in enumerate(lines) if line.startswith(ids[state][:8]))
+        shown = " ".join(lines[at:at + 2])  # its own line, and a second one if it needs it
+        assert state in lines[at] and "529/5292" in lines[at]
+        assert seed[:18] in shown, shown
 
 
 ARCHIVER_SCRIPT = [sys.executable, "-c",

@@ -93,11 +93,12 @@ def reason(crawl: Crawl) -> str:
 
 
 def crawl_table(crawls: list[Crawl], now) -> FittedTable | Text:
-    """One line per crawl, as wide as the console: a long reason, org or seed is cut."""
+    """One line per crawl, as wide as the console: a long reason, org or seed is cut; at a
+    console too narrow to show them (80 columns), its seed and reason on a second line."""
     if not crawls:
         return Text("no crawls")
     table = FittedTable(("ID", "STATE", "PAGES", "SIZE", "REASON", "ORG", "AGE", "SEED"),
-                        flexible={"REASON", "ORG", "SEED"})
+                        flexible={"REASON", "ORG", "SEED"}, second_line=("SEED", "REASON"))
     for crawl in crawls:
         table.add_row(
             crawl.short_id, state_text(crawl), progress_bar(crawl.pages_done, crawl.pages_found, width=8),
