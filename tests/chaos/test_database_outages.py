@@ -5,6 +5,7 @@ restarted mid-crawl or stopped, and SQLite locked by another writer (docs/runner
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import time
 
@@ -67,3 +68,31 @@ def test_a_signal_stops_the_daemon_while_its_database_is_down(chaos_root, cluste
     assert trial.tracebacks() == 0, log[-3000:]
     outage = [line for line in log.splitlines() if "database" in line.lower()]
     assert len(outage) <= 6, outage  # unavailable, stopping, leases not given back
+
+
+def test_sqlite_locked_by_another_writer_for_seconds_is_waited_out(chaos_root):
+    with chaos_site(trees=2, pages=20, delay=0.2) as site, Trial(chaos_root) as trial:
+        data_dir = trial.add_data_dir()
+        trial.migrate()
+        trial.start_daemon(data_dir)
+        trial.daemon_ready(data_dir)
+        ids = [trial.add(data_dir, site.tree_url(k)) for k in range(2)]
+        for crawl_id in ids:
+            trial.wait_crawl(crawl_id, lambda c: c["pages_done"] >= 1, timeout=30)
+        # Another writer (the admin, a CLI command, a backup) holds the write lock.
+        lock = sqlite3.connect(trial.database_url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            lock.execute("BEGIN IMMEDIATE")
+            locked = trial.logs[0].stat().st_size
+            time.sleep(6)  # the outage itself: the daemon's writes wait on the lock meanwhile
+            lock.execute("ROLLBACK")
+        finally:
+            lock.close()
+        statuses = trial.wait_final(ids, timeout=60)
+        result = trial.audit(site, ids)
+        log = trial.log_tail(1_000_000)
+        during = trial.logs[0].read_text(errors="replace")[locked:]
+    assert set(statuses.values()) == {"complete"}, (statuses, log[-3000:])
+    assert (result["pages_missing"], result["pages_twice"], result["archives_unrecorded"]) == (0, 0, 0), result
+    assert result["tracebacks"] == 0, log[-3000:]
+    assert "database is locked" not in during, during[-3000:]
