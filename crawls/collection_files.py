@@ -8,7 +8,7 @@ import zlib
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 
 from archiver import conf
-from crawls import dedup, storage
+from crawls import excerpts, storage
 from crawls.downloads import (
     byte_range,
     file_name,
@@ -17,15 +17,19 @@ from crawls.downloads import (
     package_name,
     read_span,
 )
+from crawls.excerpts import Excerpt
 from crawls.models import Collection, CrawlFile
 from crawls.multiwacz import Member, Package, datapackage, in_memory
 
 ZIP_TYPE = "application/zip"
 
 
-def reader(crawl_file: CrawlFile):
-    """read(first, last) of a kept file, opened anew for each span (on disk or in its bucket)."""
+def reader(crawl_file: CrawlFile | Excerpt):
+    """read(first, last) of a kept file or an excerpt, opened anew for each span (on disk or
+    in its bucket)."""
     settings = conf.get()
+    if isinstance(crawl_file, Excerpt):
+        return lambda first, last: read_span(open_archive(settings.data_dir, crawl_file.location)[0], first, last)
     if storage.is_object(crawl_file):
         store = storage.object_store(settings)
         if store is None or store.target.root != crawl_file.root:
@@ -57,8 +61,9 @@ def member_name(crawl_file: CrawlFile) -> str:
 
 
 def package(collection: Collection) -> Package:
-    # With the archives its members require, so that their revisits replay offline too.
-    files = dedup.with_required(list(collection.files()))
+    # With excerpts of the archives outside it that its members require, so that their
+    # revisits replay offline too, and nothing else of those archives (crawls/excerpts.py).
+    files = excerpts.collection_archives(collection)
     if not files:
         raise Http404(f"collection {collection.name!r} has no archive files")
     resources = [{"name": package_name(f.crawl_id, file_name(f)), "path": member_name(f), "hash": f"sha256:{f.sha256}",

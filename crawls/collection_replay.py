@@ -26,7 +26,7 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_safe
 
 from archiver import conf
-from crawls import capability, dedup, replay_views, storage, wayback
+from crawls import capability, excerpts, replay_views, storage, wayback
 from crawls.downloads import file_name, package_name, serve_archive, serve_object
 from crawls.models import Collection
 from crawls.models.collections import LINK_PREFIX
@@ -138,9 +138,10 @@ def pages(request, token: str, collection: Collection):
 
 
 def replay_files(collection: Collection) -> list:
-    """Its members' archives, then those they require: a member deduplicated against a crawl
-    outside the collection replays its unchanged pages from that crawl's archive."""
-    return dedup.with_required(list(collection.files()))
+    """Its members' archives, then an excerpt of each archive outside it they require: a
+    member deduplicated against a crawl outside the collection replays its unchanged pages
+    from the records it names, never from that crawl's whole archive (crawls/excerpts.py)."""
+    return excerpts.collection_archives(collection)
 
 
 @collection_granted
@@ -148,6 +149,8 @@ def archive(request, token: str, collection: Collection, file_pk: int, name: str
     crawl_file = next((f for f in replay_files(collection) if f.pk == file_pk), None)
     if crawl_file is None:
         raise Http404("no such archive file of this collection")
+    if isinstance(crawl_file, excerpts.Excerpt):
+        return serve_archive(request, conf.get().data_dir, crawl_file.location, file_name(crawl_file))
     if storage.is_object(crawl_file):
         return serve_object(request, crawl_file, file_name(crawl_file))
     return serve_archive(request, conf.get().data_dir, crawl_file.path, file_name(crawl_file))

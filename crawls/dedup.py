@@ -67,13 +67,8 @@ def index_lines(zf: zipfile.ZipFile, revisited: set[str] | None = None):
                 date = _stamp_date(parts[1])
             except ValueError:
                 continue
-            # The index is the crawler's writing: a line of the wrong shape is skipped.
-            digest = fields.get("digest") if isinstance(fields, dict) else None
-            if not digest or not isinstance(digest, str):
-                continue
-            if ":" not in digest:  # cdxj-indexer drops the prefix; 64 hex digits are sha256's
-                digest = ("sha256:" if len(digest) == 64 else "sha1:") + digest
-            if len(digest) > DIGEST_MAX:
+            digest = digest_of(fields)
+            if digest is None:
                 continue
             url = fields.get("url")
             if fields.get("mime") == "warc/revisit":
@@ -81,6 +76,17 @@ def index_lines(zf: zipfile.ZipFile, revisited: set[str] | None = None):
                     revisited.add(digest)
             elif str(fields.get("status")) == "200" and isinstance(url, str) and url:
                 yield digest, url, date
+
+
+def digest_of(fields) -> str | None:
+    """The payload digest an index line's fields name, with its algorithm; None when they
+    name none. The index is the crawler's writing: a line of the wrong shape is skipped."""
+    digest = fields.get("digest") if isinstance(fields, dict) else None
+    if not digest or not isinstance(digest, str):
+        return None
+    if ":" not in digest:  # cdxj-indexer drops the prefix; 64 hex digits are sha256's
+        digest = ("sha256:" if len(digest) == 64 else "sha1:") + digest
+    return digest if len(digest) <= DIGEST_MAX else None
 
 
 def index_file(crawl_file: CrawlFile, settings) -> None:

@@ -321,7 +321,7 @@ def test_archives_that_cannot_be_read_wait_their_turn_and_do_not_hold_up_the_res
     assert dedup.index_pending(conf.get()) == 0  # due again, failing again
 
 
-def test_a_collections_download_holds_the_archives_its_members_require(two_crawls):
+def test_a_collections_download_holds_excerpts_of_the_archives_its_members_require(two_crawls):
     import io
     import zipfile
 
@@ -335,8 +335,11 @@ def test_a_collections_download_holds_the_archives_its_members_require(two_crawl
     with zipfile.ZipFile(io.BytesIO(b"".join(download.read(0, download.size - 1)))) as zf:
         package = json.loads(zf.read("datapackage.json"))
         names = zf.namelist()
+        excerpt = zf.read(package["resources"][1]["path"])
+    # The first archive's records the recrawl revisits, not the first archive (crawls/excerpts.py).
     assert [(r["crawlId"], r["hash"]) for r in package["resources"]] == [
-        (second.pk, f"sha256:{second_file.sha256}"), (first.pk, f"sha256:{first_file.sha256}")]
+        (second.pk, f"sha256:{second_file.sha256}"), (first.pk, f"sha256:{hashlib.sha256(excerpt).hexdigest()}")]
+    assert excerpt != (conf.get().data_dir / first_file.path).read_bytes()
     # The name the recrawl's datapackage.json requires is the name the package gives it.
     assert package["resources"][1]["name"] == read_package(second_file)["relation"]["requires"][0]["filename"]
     assert all(r["path"] in names for r in package["resources"])

@@ -69,5 +69,7 @@ def test_a_deduplicated_recrawl_replays_its_unchanged_page_from_the_first_archiv
     link = installation.manage("collection", "link", "Recrawl").strip().splitlines()[-1]
     replay = json.loads(fetch(f"{link}replay.json"))
     assert [r["crawlId"] for r in replay["resources"]] == [second, first]
+    ((first_sha256,),) = installation.query("SELECT sha256 FROM crawls_crawlfile WHERE crawl_id = ?", first)
+    assert replay["resources"][1]["hash"] != f"sha256:{first_sha256}"  # an excerpt, not the whole archive
     browser.get(f"{link}?url={quote(seed + 'story.html')}")
     wait_for_replayed_text(browser, shots, STORY, "dedup-collection-replay")
