@@ -31,7 +31,7 @@ def test_search_behaves_the_same_on_postgresql(tmp_path):
 
 
 @pytest.mark.postgres
-def test_search_costs_are_bounded_on_postgresql(tmp_path):
+def test_search_costs_are_bounded_and_its_parser_fuzzed_on_postgresql(tmp_path):
     url = server_url()
     if url is None:
         pytest.skip(SKIP_REASON)
@@ -39,7 +39,8 @@ def test_search_costs_are_bounded_on_postgresql(tmp_path):
         env = claimers.child_env(database_url, tmp_path)
         env["PYTHONPATH"] = f"{claimers.ROOT}:{Path(claimers.ROOT) / 'crawler'}"
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "tests/search/test_search_cost.py", "-q", "-rs",
+            [sys.executable, "-m", "pytest", "tests/search/test_search_cost.py",
+             "tests/search/test_search_fuzz.py", "-q", "-rs",
              "-p", "no:cacheprovider"],
             cwd=Path(claimers.ROOT), env=env, capture_output=True, text=True, timeout=400,
         )
