@@ -14,6 +14,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "archiver.db_unavailable.DatabaseUnavailable",
 ]
 ROOT_URLCONF = "archiver.replay_urls"
 WSGI_APPLICATION = "archiver.replay_wsgi.application"

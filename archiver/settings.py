@@ -95,6 +95,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "archiver.csp.ContentSecurityPolicyMiddleware",
+    "archiver.db_unavailable.DatabaseUnavailable",
 ]
 
 ROOT_URLCONF = "archiver.urls"

@@ -9,10 +9,12 @@ from __future__ import annotations
 import logging
 import math
 
+from django.db import DatabaseError
 from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from archiver import db_unavailable
 from archiver.errors import ActionRefused, ArchiverError, NotAllowed
 from crawls.api.schemas import Out
 
@@ -138,6 +140,14 @@ def install_handlers(api: NinjaAPI) -> None:
     def damaged(request, exc: DamagedRow):
         logger.error("%s (%s %s)", exc, request.method, request.path, exc_info=exc.__cause__)
         return respond(request, 500, "damaged_row", str(exc))
+
+    @api.exception_handler(DatabaseError)
+    def database_error(request, exc: DatabaseError):
+        if isinstance(exc, db_unavailable.UNAVAILABLE):  # away or restarting: not a bug
+            logger.warning("%s %s: %s", request.method, request.path, db_unavailable.MESSAGE)
+            return respond(request, 503, db_unavailable.CODE, db_unavailable.MESSAGE,
+                           {"Retry-After": db_unavailable.RETRY_AFTER})
+        return server_error(request, exc)
 
     @api.exception_handler(Exception)
     def server_error(request, exc: Exception):

@@ -4,16 +4,23 @@ restarted mid-crawl or stopped, and SQLite locked by another writer (docs/runner
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from tests import pg_cluster
+from tests.api.servers import ROOT, Server, server_env, wait_until_serving
 from tests.chaos.harness import Trial, chaos_site
 from tests.chaos.trials import database_restart_trial
+from tests.ports import free_port
+from tests.s3server import stop_process
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -96,3 +103,69 @@ def test_sqlite_locked_by_another_writer_for_seconds_is_waited_out(chaos_root):
     assert (result["pages_missing"], result["pages_twice"], result["archives_unrecorded"]) == (0, 0, 0), result
     assert result["tracebacks"] == 0, log[-3000:]
     assert "database is locked" not in during, during[-3000:]
+
+
+@contextlib.contextmanager
+def web_server(cluster, folder: Path, app: str = "archiver.wsgi:application"):
+    """The admin and API under gunicorn (one worker, one thread: one kept connection) on
+    the test's own cluster; the server, and a staff user's API token and password."""
+    env = server_env(folder)
+    env["ARCHIVER_DATABASE_URL"] = cluster.url
+    password = secrets.token_urlsafe(16)
+
+    def manage(*args: str, **extra: str) -> str:
+        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**env, **extra},
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    manage("migrate", "-v0")
+    manage("collectstatic", "--noinput", "-v0")  # the admin's pages name their static files
+    manage("createsuperuser", "--noinput", "--username", "clerk", "--email", "c@example.com",
+           DJANGO_SUPERUSER_PASSWORD=password)
+    token = manage("token", "create", "outage", "--user", "clerk")
+    port = free_port()
+    log = folder / "gunicorn.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", app, "--bind", f"127.0.0.1:{port}",
+             "--workers", "1", "--threads", "1", "--graceful-timeout", "5"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    server = Server(f"http://127.0.0.1:{port}", folder, env, process, log)
+    try:
+        wait_until_serving(server)
+        yield server, token, password
+    finally:
+        stop_process(process)
+
+
+def test_the_admin_and_the_api_answer_across_a_database_restart_and_503_while_it_is_down(
+        cluster, chaos_root):
+    with web_server(cluster, chaos_root) as (server, token, password), \
+            server.client(token) as api, server.client() as admin:
+        admin.get("/admin/login/")
+        logged_in = admin.post("/admin/login/?next=/admin/", data={
+            "username": "clerk", "password": password,
+            "csrfmiddlewaretoken": admin.cookies["csrftoken"]})
+        assert logged_in.status_code == 302, logged_in.text[:500]
+
+        def answers() -> tuple[int, int]:
+            return (api.get("/api/v1/crawls").status_code,
+                    admin.get("/admin/crawls/crawl/").status_code)
+
+        assert answers() == (200, 200)
+        cluster.restart()
+        assert answers() == (200, 200)  # the first request after: the kept connection is renewed
+
+        cluster.stop()
+        down_api, down_admin = api.get("/api/v1/crawls"), admin.get("/admin/crawls/crawl/")
+        cluster.start_again()
+        assert answers() == (200, 200)
+        log = server.log.read_text()
+    assert down_api.status_code == 503, down_api.text[:500]
+    assert down_api.json()["code"] == "database_unavailable"
+    assert down_api.headers["Retry-After"]
+    assert down_admin.status_code == 503, down_admin.text[:500]
+    assert down_admin.headers["Content-Type"].startswith("text/plain")
+    assert "database is unavailable" in down_admin.text
+    assert "Traceback" not in log, log[-3000:]
