@@ -52,48 +52,78 @@ class Excerpt:
 
 def collection_archives(collection: Collection) -> list[CrawlFile | Excerpt]:
     """Its members' archives, then an excerpt of each archive outside it that they require
-    (directly or not) holding a payload they revisit."""
+    (directly or not)."""
     members = list(collection.files())
     inside = {f.pk for f in members}
     outside = [f for f in dedup.with_required(members) if f.pk not in inside]
     if not outside:
         return members
-    settings = conf.get()
-    folder = settings.data_dir / FOLDER
+    data_dir = conf.get().data_dir
     key = hashlib.sha256(" ".join(sorted(f.sha256 for f in members)).encode()).hexdigest()[:24]
-    revisited: set[str] | None = None  # read from the members only when an excerpt is missing
+    revisited: set[tuple[str, str]] | None = None  # read from the members only when needed
     found: list[CrawlFile | Excerpt] = []
     for source in outside:
         location = f"{FOLDER}/{source.pk}-{source.sha256[:16]}-{key}.wacz"
-        if not (folder / location.removeprefix(f"{FOLDER}/")).exists():
+        described = data_dir / f"{location}.json"  # written last: the excerpt is complete
+        if not described.exists():
             if revisited is None:
-                revisited = revisited_by(members, settings)
-            cut(source, revisited, settings.data_dir / location, settings)
-        found.append(described(source, location, settings.data_dir))
+                revisited = revisits(members)
+            cut(source, revisited, data_dir / location)
+            describe(data_dir / location, described)
+        found.append(Excerpt(source=source, location=location, **json.loads(described.read_text())))
     return members + found
 
 
-def revisited_by(members: list[CrawlFile], settings) -> set[str]:
-    """The payload digests the members' revisit records name."""
-    revisited: set[str] = set()
+def revisits(members: list[CrawlFile]) -> set[tuple[str, str]]:
+    """(URL, payload digest) of every revisit record of the members: what ReplayWeb.page looks
+    up, by that URL, in the archives they require."""
+    found: set[tuple[str, str]] = set()
     for member in members:
-        with dedup.open_kept(member, settings) as fh, zipfile.ZipFile(fh) as zf:
-            for _ in dedup.index_lines(zf, revisited):
-                pass
-    return revisited
+        with dedup.open_kept(member, conf.get()) as fh, zipfile.ZipFile(fh) as zf:
+            found.update((fields.get("url"), dedup.digest_of(fields)) for _, fields in index_fields(zf)
+                         if fields.get("mime") == "warc/revisit")
+    return found
 
 
-def cut(source: CrawlFile, digests: set[str], target: Path, settings) -> None:
-    """Write the excerpt of `source` holding its responses of those `digests` (an empty
+def index_fields(zf: zipfile.ZipFile):
+    """("<SURT> <timestamp>", fields) of each line of the WACZ's CDXJ index that names a
+    record by its WARC, offset and length: the crawler's writing, checked before use."""
+    name = next((n for n in dedup.INDEX_NAMES if n in zf.namelist()), None)
+    if name is None:
+        return
+    with zf.open(name) as fh:
+        for raw in fh:
+            parts = raw.decode("utf-8", "replace").rstrip("\n").split(" ", 2)
+            try:
+                fields = json.loads(parts[2])
+                if int(fields["offset"]) >= 0 and int(fields["length"]) > 0 and isinstance(fields["filename"], str):
+                    yield f"{parts[0]} {parts[1]}", fields
+            except (ValueError, KeyError, TypeError, IndexError):
+                continue
+
+
+def describe(excerpt: Path, description: Path) -> None:
+    """Its size, SHA-256 and CRC-32 beside it, read once (a package and replay.json name them)."""
+    digest, crc, size = hashlib.sha256(), 0, 0
+    with open(excerpt, "rb") as fh:
+        while chunk := fh.read(COPY_CHUNK):
+            digest.update(chunk)
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+    write_private(description, json.dumps({"size": size, "sha256": digest.hexdigest(), "crc32": crc}).encode())
+
+
+def cut(source: CrawlFile, wanted: set[tuple[str, str]], target: Path) -> None:
+    """Write the excerpt of `source` holding its responses of those (URL, digest) (an empty
     excerpt when it holds none: the name must still answer)."""
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     stamp = source.created_at.timetuple()[:6]  # the same records give the same bytes
     warc_name = f"{Path(file_name(source)).stem}-excerpt.warc.gz"
     with tempfile.NamedTemporaryFile(dir=target.parent, suffix=".part", delete=False) as out:
         try:
-            with dedup.open_kept(source, settings) as fh, zipfile.ZipFile(fh) as zf, \
+            with dedup.open_kept(source, conf.get()) as fh, zipfile.ZipFile(fh) as zf, \
                     zipfile.ZipFile(out, "w") as excerpt:
-                index, entry = write_records(fh, zf, digests, excerpt, f"archive/{warc_name}", warc_name, stamp)
+                index, entry = write_records(fh, zf, wanted, excerpt, f"archive/{warc_name}", warc_name, stamp)
                 resources = [entry]
                 for name, data in (("indexes/index.cdxj", index), ("pages/pages.jsonl", PAGES_HEADER)):
                     resources.append(stored(excerpt, name, data, stamp))
@@ -102,19 +132,18 @@ def cut(source: CrawlFile, digests: set[str], target: Path, settings) -> None:
                     "title": f"excerpt of {package_name(source.crawl_id, file_name(source))}",
                     "software": "archiver"}, indent=2).encode()
                 stored(excerpt, "datapackage.json", package, stamp)
-            os.chmod(out.name, 0o600)
-            os.replace(out.name, target)
+            os.replace(out.name, target)  # mkstemp made it 0600
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(out.name)
             raise
 
 
-def write_records(raw, zf: zipfile.ZipFile, digests: set[str], excerpt: zipfile.ZipFile, arcname: str,
+def write_records(raw, zf: zipfile.ZipFile, wanted: set[tuple[str, str]], excerpt: zipfile.ZipFile, arcname: str,
                   warc_name: str, stamp) -> tuple[bytes, dict]:
-    """Copy the source's whole 200 responses of `digests` (each a gzip member of its WARC)
+    """Copy the source's whole 200 responses of `wanted` (each a gzip member of its WARC)
     into one stored WARC of the excerpt: its CDXJ index, as bytes, and its datapackage entry."""
-    found = list(payload_lines(zf, digests))
+    found = list(payload_lines(zf, wanted))
     total = sum(int(fields["length"]) for _, fields in found)
     lines, offset, digest = [], 0, hashlib.sha256()
     # A ZIP64 field only when the central directory gets one too: ReplayWeb.page reads an
@@ -136,9 +165,9 @@ def write_records(raw, zf: zipfile.ZipFile, digests: set[str], excerpt: zipfile.
 
 
 def record_bytes(raw, zf: zipfile.ZipFile, name: str, offset: int, length: int):
-    """`length` bytes at `offset` of member `name` of `zf` (open on `raw`), read where they are in the WACZ when the
-    member is stored (as WACZs store their WARCs): seeking in a zip member reads it from the
-    start, and a WARC may be gigabytes long."""
+    """`length` bytes at `offset` of member `name` of `zf` (open on `raw`), read where they
+    are in the WACZ when the member is stored (as WACZs store their WARCs): seeking in a zip
+    member reads it from the start, and a WARC may be gigabytes long."""
     info = zf.getinfo(name)
     end = min(offset + length, info.file_size)
     if info.compress_type != zipfile.ZIP_STORED:
@@ -158,25 +187,13 @@ def record_bytes(raw, zf: zipfile.ZipFile, name: str, offset: int, length: int):
         yield chunk
 
 
-def payload_lines(zf: zipfile.ZipFile, digests: set[str]):
-    """("<SURT> <timestamp>", fields) of the index lines of a whole 200 response of one of
-    `digests` whose WARC the WACZ holds: the crawler's writing, checked before use."""
-    name = next((n for n in dedup.INDEX_NAMES if n in zf.namelist()), None)
-    if name is None or not digests:
-        return
+def payload_lines(zf: zipfile.ZipFile, wanted: set[tuple[str, str]]):
+    """The index lines of the whole 200 responses of those (URL, digest) whose WARC the WACZ holds."""
     held = set(zf.namelist())
-    with zf.open(name) as fh:
-        for raw in fh:
-            parts = raw.decode("utf-8", "replace").rstrip("\n").split(" ", 2)
-            try:
-                fields = json.loads(parts[2])
-                offset, length = int(fields["offset"]), int(fields["length"])
-            except (ValueError, KeyError, TypeError, IndexError):
-                continue
-            if (dedup.digest_of(fields) in digests and fields.get("mime") != "warc/revisit"
-                    and str(fields.get("status")) == "200" and offset >= 0 and length > 0
-                    and f"archive/{fields.get('filename')}" in held):
-                yield f"{parts[0]} {parts[1]}", fields
+    for prefix, fields in index_fields(zf):
+        if ((fields.get("url"), dedup.digest_of(fields)) in wanted and fields.get("mime") != "warc/revisit"
+                and str(fields.get("status")) == "200" and f"archive/{fields['filename']}" in held):
+            yield prefix, fields
 
 
 def stored(excerpt: zipfile.ZipFile, name: str, data: bytes, stamp) -> dict:
@@ -186,11 +203,7 @@ def stored(excerpt: zipfile.ZipFile, name: str, data: bytes, stamp) -> dict:
             "bytes": len(data)}
 
 
-def described(source: CrawlFile, location: str, data_dir: Path) -> Excerpt:
-    digest, crc, size = hashlib.sha256(), 0, 0
-    with open(data_dir / location, "rb") as fh:
-        while chunk := fh.read(COPY_CHUNK):
-            digest.update(chunk)
-            crc = zlib.crc32(chunk, crc)
-            size += len(chunk)
-    return Excerpt(source=source, location=location, size=size, sha256=digest.hexdigest(), crc32=crc)
+def write_private(path: Path, data: bytes) -> None:
+    with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".part", delete=False) as out:
+        out.write(data)
+    os.replace(out.name, path)

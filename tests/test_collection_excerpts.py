@@ -50,7 +50,8 @@ def shared_image(conf_data_dir, redis_url):
     """A private crawl kept and indexed; a public crawl deduplicated against it (one image
     alike), alone in a collection with a public link."""
     private, public = finished_crawl(), finished_crawl()
-    private_file = kept_wacz(conf_data_dir, private, {"http://x/vault": SECRET, "http://x/logo.gif": IMAGE})
+    private_file = kept_wacz(conf_data_dir, private, {"http://x/vault": SECRET, "http://x/logo.gif": IMAGE,
+                                                      "http://x/vault/copy.gif": IMAGE})
     assert dedup.index_pending(conf.get()) == 1
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     dedup.hand_to_crawler(client, public)
@@ -99,6 +100,7 @@ def test_the_excerpt_holds_the_revisited_record_under_the_name_the_member_requir
     with zipfile.ZipFile(io.BytesIO(body)) as zf:
         assert {i.compress_type for i in zf.infolist()} == {zipfile.ZIP_STORED}  # read by range
         index = [json.loads(line.split(" ", 2)[2]) for line in zf.read("indexes/index.cdxj").decode().splitlines()]
+        # Only the address the revisit names: not the private crawl's other copy of the image.
         assert [(e["url"], e["status"]) for e in index] == [("http://x/logo.gif", "200")]
         warc = zf.read(f"archive/{index[0]['filename']}")
         record = warc[int(index[0]["offset"]):int(index[0]["offset"]) + int(index[0]["length"])]
