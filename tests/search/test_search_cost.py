@@ -11,6 +11,8 @@ import random
 import string
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 
 from crawls import search
@@ -165,3 +167,12 @@ def test_a_search_counts_as_many_requests_against_its_tokens_minute(
     answers = [client.get("/api/v1/search", {"q": "lighthouse"},
                           HTTP_AUTHORIZATION=f"Bearer {small}").status_code for _ in range(2)]
     assert answers == [200, 429]
+
+
+def test_the_cli_says_why_a_search_was_refused_or_cut(pages, monkeypatch):
+    with pytest.raises(CommandError, match="search: a prefix needs 3 characters"):
+        call_command("search", "a* OR b*")
+    monkeypatch.setattr(search, "WORK_STEPS", search.WORK_BATCH)
+    monkeypatch.setattr(search, "TIMEOUT_MS", 1)
+    with pytest.raises(CommandError, match="search: the search took more than its work budget"):
+        call_command("search", "common", "--org", "small")
