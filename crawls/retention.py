@@ -86,6 +86,9 @@ def delete_all_files(crawl: Crawl, settings: conf.Settings) -> list[str]:
             kept_path(root, crawl_file.path).unlink(missing_ok=True)
         except UnsafePath as exc:
             log.warning("retention: leaving %s alone: %s", crawl_file.path, exc)
+    for crawl_file in files:  # the excerpts collections cut from it hold copies of its records
+        for excerpt in (root / "excerpts").glob(f"{crawl_file.pk}-*"):  # crawls/excerpts.py
+            excerpt.unlink(missing_ok=True)
     delete_empty_folder(archives, archives / crawl.id)
     delete_tree(root, settings.crawls_dir / crawl.id)
     delete_tree(root, root / "qa" / crawl.id)  # its quality review's screenshots

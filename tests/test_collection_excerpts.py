@@ -19,7 +19,7 @@ from archiver_crawler.dedup import KnownPayloads
 from django.utils import timezone
 
 from archiver import conf
-from crawls import actions, collection_files, dedup
+from crawls import actions, collection_files, dedup, retention
 from crawls.models import Collection, CrawlFile
 from tests.test_collections import REPLAY, replay_client  # noqa: F401 - a fixture
 from tests.test_dedup import finished_crawl, kept_wacz, read_package
@@ -130,3 +130,12 @@ def test_a_crawl_in_the_collection_is_served_whole_even_when_another_member_requ
     resources = replay_client.get(f"/c/{link}/replay.json").json()["resources"]
     assert {r["hash"] for r in resources} == {f"sha256:{public_file.sha256}", f"sha256:{private_file.sha256}"}
     assert SECRET in plain(fetched(replay_client, f"/c/{link}/files/{private_file.pk}/coll.wacz"))
+
+
+def test_the_excerpts_of_an_archive_go_with_it(replay_client, shared_image, conf_data_dir):  # noqa: F811
+    collection, private_file, public_file = shared_image
+    link = actions.open_collection_link(collection)
+    assert replay_client.get(f"/c/{link}/replay.json").status_code == 200
+    assert len(list((conf_data_dir / "excerpts").glob(f"{private_file.pk}-*"))) == 2  # and its description
+    retention.delete_all_files(private_file.crawl, conf.get())
+    assert list((conf_data_dir / "excerpts").glob(f"{private_file.pk}-*")) == []
