@@ -6,6 +6,11 @@ resolved once by `PolicyResolver`, which judges every address of the answer and 
 connector exactly those (aiohttp connects to what its resolver returned, with the URL's
 name as Host header and TLS server name). No second lookup happens between the check and
 the connection, so DNS rebinding cannot move a checked name to a refused address.
+
+The host judged before the request is the one aiohttp connects to (yarl's reading of the
+URL, mapped by UTS 46: `127。0。0。5` is 127.0.0.5), and the connector judges once more
+every address it opens a socket for (`policy_socket_factory`), whatever resolved it: a
+spelling that the checks above read otherwise than the client still cannot connect.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from urllib.parse import urljoin, urlsplit
 from urllib.robotparser import RobotFileParser
 
 import aiohttp
+import yarl
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
@@ -68,6 +74,36 @@ class PolicyResolver(AbstractResolver):
     async def close(self) -> None:
         if self._inner is not None:
             await self._inner.close()
+
+
+def policy_socket_factory(policy: AddressPolicy):
+    """The connector's socket factory: every socket it would connect is first judged by
+    `policy` on the address it is for (AddressRefused, an OSError, fails that attempt)."""
+
+    def open_socket(addr_info) -> socket.socket:
+        family, type_, proto, _, address = addr_info
+        policy.check(address[0], address[0])
+        return socket.socket(family=family, type=type_, proto=proto)
+
+    return open_socket
+
+
+def policy_connector(policy: AddressPolicy, resolver: AbstractResolver | None,
+                     connections: int) -> aiohttp.TCPConnector:
+    """A connector that goes only where `policy` allows: names through PolicyResolver,
+    every socket through policy_socket_factory."""
+    return aiohttp.TCPConnector(limit=connections, limit_per_host=connections,
+                                resolver=PolicyResolver(policy, resolver),
+                                socket_factory=policy_socket_factory(policy))
+
+
+def client_host(url: str) -> str:
+    """The host aiohttp connects to for `url`: yarl's reading (UTS 46 mapped, IPv6
+    compressed), or urlsplit's where yarl cannot read the URL (then aiohttp cannot send it)."""
+    try:
+        return yarl.URL(url).raw_host or ""
+    except (ValueError, TypeError):
+        return urlsplit(url).hostname or ""
 
 
 def check_literal(policy: AddressPolicy, host: str) -> None:
@@ -155,8 +191,7 @@ class Fetcher:
                  policy: AddressPolicy | None = None, resolver: AbstractResolver | None = None):
         # No policy given: the default one (nothing local), never "anything goes".
         self.policy = policy if policy is not None else AddressPolicy.for_this_host()
-        connector = aiohttp.TCPConnector(limit=workers * 4, limit_per_host=workers * 4,
-                                         resolver=PolicyResolver(self.policy, resolver))
+        connector = policy_connector(self.policy, resolver, workers * 4)
         self.session = aiohttp.ClientSession(
             auto_decompress=False,  # the WARC keeps bodies as sent; decoded_body() undoes it
             connector=connector,
@@ -186,9 +221,8 @@ class Fetcher:
     async def fetch(self, url: str) -> Fetched:
         """The response to one GET of `url`; FetchRefused when the address policy forbids
         it (nothing was sent), FetchError when no HTTP response came."""
-        parts = urlsplit(url)
-        self.check_literal(parts.hostname or "")
-        await self._wait_turn(parts.netloc)
+        self.check_literal(client_host(url))
+        await self._wait_turn(urlsplit(url).netloc)
         try:
             return await self._fetch(url)  # the session's total timeout bounds it
         except aiohttp.ClientConnectorError as exc:
@@ -230,7 +264,7 @@ class Fetcher:
         """robots.txt, following up to ROBOTS_REDIRECTS redirects hop by hop: aiohttp would
         connect to a redirect's address literal without asking the policy's resolver."""
         for _ in range(ROBOTS_REDIRECTS + 1):
-            self.check_literal(urlsplit(url).hostname or "")
+            self.check_literal(client_host(url))
             async with self.session.get(url, allow_redirects=False,
                                         auto_decompress=True) as response:
                 location = response.headers.get("Location")

@@ -16,6 +16,9 @@ how the crawler connects only to the addresses it judged).
 - `parse_ipv4(host)`: the address a host written as a number means in any spelling the C
   library accepts (`2130706433`, `0x7f.1`, `0177.0.0.1`), so that no resolver reads it
   differently from the check.
+- `mapped_host(host)`: the host as URL parsers map it before reading it (UTS 46: the
+  ideographic, full-width and half-width full stops, full-width digits, case), so that
+  `127。0。0。5` is judged as the 127.0.0.5 that aiohttp and Chromium connect to.
 - `AddressPolicy`: the crawl's rules: deny those classes and this host's own addresses,
   except networks an operator opened (`allow`, CIDRs).
 """
@@ -24,9 +27,12 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import idna
 
 logger = logging.getLogger(__name__)
 
@@ -128,17 +134,34 @@ def _number(label: str) -> int | None:
     return int(digits, base)
 
 
+# What NFKC leaves alone but UTS 46 (and so the URL standard) maps to a full stop.
+_FULL_STOPS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
+
+
+def mapped_host(host: str) -> str:
+    """`host` as the URL standard maps it before it decides whether it is an address
+    (UTS 46, non-transitional, no STD3 rules): `127。0。0。5` and `１２７.０.０.５` are
+    127.0.0.5 to aiohttp (yarl) and Chromium alike. A host UTS 46 refuses is mapped as
+    Python's IDNA 2003 codec would (NFKC), which is yarl's own fallback."""
+    if host.isascii():
+        return host.lower()
+    try:
+        return idna.uts46_remap(host, std3_rules=False, transitional=False).lower()
+    except idna.IDNAError:
+        return unicodedata.normalize("NFKC", host).translate(_FULL_STOPS).casefold()
+
+
 def literal_address(host: str) -> IPAddress | None:
     """The address a URL's host names without any resolution (an IPv6 literal, with or
-    without brackets, or IPv4 in any spelling), or None for a name. NotAnAddress for a
-    host that looks like an address and is not one."""
-    host = host.strip("[]")
+    without brackets, or IPv4 in any spelling, mapped by `mapped_host`), or None for a
+    name. NotAnAddress for a host that looks like an address and is not one."""
+    host = mapped_host(host).strip("[]")
     if ":" in host:
         try:
             return ipaddress.IPv6Address(host)
         except ValueError:
             raise NotAnAddress(f"{host!r} is not a valid IPv6 address") from None
-    return parse_ipv4(host.lower()) if host else None
+    return parse_ipv4(host) if host else None
 
 
 # --- address classes ----------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Every request a page makes is paused by CDP `Fetch` and handed to `Exchanger.exchange()`,
 which judges its host with the crawl address policy (a literal address before anything is
 sent, a name through fetch.PolicyResolver, which resolves once and pins the connection to
-the addresses it judged), sends it with the browser's own method, headers and body, and
+the addresses it judged, and every socket once more as it is opened), sends it with the browser's own method, headers and body, and
 keeps the response as received: status line, headers and the body bytes as sent (still
 gzip-encoded if the server encoded it) for the WARC.
 
@@ -27,8 +27,9 @@ from archiver_crawler.fetch import (
     MAX_BODY,
     FetchError,
     FetchRefused,
-    PolicyResolver,
     check_literal,
+    client_host,
+    policy_connector,
     read_exchange,
 )
 from archiver_crawler.netpolicy import AddressPolicy, AddressRefused
@@ -60,8 +61,7 @@ class Exchanger:
     def __init__(self, policy: AddressPolicy, timeout: float, connections: int = 16,
                  resolver: aiohttp.abc.AbstractResolver | None = None):
         self.policy = policy
-        connector = aiohttp.TCPConnector(limit=connections, limit_per_host=connections,
-                                         resolver=PolicyResolver(policy, resolver))
+        connector = policy_connector(policy, resolver, connections)
         self.session = aiohttp.ClientSession(
             auto_decompress=False, connector=connector,
             cookie_jar=aiohttp.CookieJar(unsafe=True),  # Set-Cookie answers reach later requests
@@ -73,7 +73,7 @@ class Exchanger:
 
     def check_literal(self, url: str) -> None:
         """FetchRefused for a URL whose host is an address the policy refuses."""
-        check_literal(self.policy, urlsplit(url).hostname or "")
+        check_literal(self.policy, client_host(url))
 
     async def exchange(self, method: str, url: str, headers: dict[str, str],
                        body: bytes | None = None) -> Exchange:
