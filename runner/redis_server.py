@@ -8,9 +8,10 @@ it, so it must survive a daemon crash. A restarted daemon reuses it when it answ
 starts it again on the same port, and the AOF brings the crawls' state back.
 
 `RedisWatch` keeps it alive while the daemon runs: it pings every few seconds, restarts
-the embedded server when it does not answer (whether or not crawls run), and tells the
-daemon when the store must reconnect (new port or password) and grant the crawls' ACL users
-again (the server restarted, which loses them).
+the embedded server when it does not answer (whether or not crawls run), empties its
+database 0 (a crawler's only way around its budget), and tells the daemon when the store
+must reconnect (new port or password) and grant the crawls' ACL users again (the server
+restarted, which loses them).
 """
 
 from __future__ import annotations
@@ -345,7 +346,24 @@ class RedisWatch:
                 log.warning("the embedded Redis at %s:%s does not answer; starting it again",
                             self.endpoint.host, self.endpoint.port)
             run_id = self._restart(now)
+        if run_id is not None and self.embedded is not None:
+            self._sweep_database_0()
         return self._seen(run_id, moved=self.endpoint != known)
+
+    def _sweep_database_0(self) -> None:
+        """Empty database 0 of the embedded server. No crawl uses it, but every connection
+        starts there and no ACL rule can close it to a crawl's user, so what a crawler
+        writes there escapes its budget. (An external server's may be another program's.)"""
+        client = self.endpoint.client()
+        try:
+            if client.dbsize():
+                log.warning("the embedded Redis's database 0 holds keys, which only a crawler "
+                            "can have written (no crawl uses it); dropping them")
+                client.flushdb(asynchronous=True)
+        except redis.RedisError as exc:
+            log.warning("could not empty the embedded Redis's database 0 (%s)", type(exc).__name__)
+        finally:
+            client.close()
 
     def _restart(self, now: dt.datetime) -> str | None:
         try:

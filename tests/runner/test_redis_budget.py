@@ -12,7 +12,7 @@ from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlFile, CrawlStatus, PayloadDigest, StopReason
 from runner import launch
 from runner.progress import ProgressStore
-from runner.redis_server import EmbeddedRedis
+from runner.redis_server import EmbeddedRedis, RedisWatch
 from tests.runner.step_helpers import end_instance, later, report
 
 pytestmark = pytest.mark.django_db
@@ -215,3 +215,24 @@ def test_an_index_the_redis_server_has_no_room_for_is_not_left_there_and_the_cra
     report(admin, other, done=1, found=2, pages=["http://site/a"])  # another crawl still writes
     runner.tick(later(20))
     assert Crawl.objects.get(pk=other.pk).pages_done == 1
+
+
+def test_what_a_crawler_writes_into_database_0_is_dropped_by_the_watch(embedded, admin):
+    """Every connection starts in database 0, which no crawl uses and no ACL rule can close:
+    a crawler filling it escaped its database's budget. The watch of the embedded server
+    empties it at every look; the crawls' own databases are left alone."""
+    own = admin.grant(5, "c1")
+    crawler = redis.Redis.from_url(own.url(0), socket_timeout=5)  # its login, before any SELECT
+    fill(crawler, "junk", 4 * MiB)
+    admin.client(5).set("c1:d", 3)
+    watch = RedisWatch(embedded, admin.endpoint)
+    watch.check(later(0))
+    assert admin.client(0).dbsize() == 0
+    assert admin.client(5).get("c1:d") == "3"
+    crawler.close()
+
+
+def test_the_watch_of_an_external_redis_leaves_database_0_alone(admin):
+    admin.client(0).set("someone-elses", "data")  # an external server may serve other software
+    RedisWatch(None, admin.endpoint).check(later(0))
+    assert admin.client(0).get("someone-elses") == "data"
