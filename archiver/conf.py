@@ -528,7 +528,8 @@ def duration_in_seconds(text: str) -> int:
     factor = units.get(value[-1:])
     number = value[:-1] if factor else value
     # Plain decimal numbers only: float() would also take `1e3`, `1_000`, `inf` and `nan`.
-    plain = re.fullmatch(r"[+-]?[0-9]{1,15}(?:\.[0-9]{1,15})?", number)
+    # Up to 100 digits: a number read is refused by its range, with the range (exit 1).
+    plain = re.fullmatch(r"[+-]?[0-9]{1,100}(?:\.[0-9]{1,15})?", number)
     seconds = float(number) * (factor or 1) if plain else math.nan
     if not math.isfinite(seconds):
         raise ValueError(f"{_quoted(text)} is not a duration (try 90s, 30m, 2h or 7d)")

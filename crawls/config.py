@@ -23,6 +23,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
+    StrictInt,
     StrictStr,
     TypeAdapter,
     ValidationError,
@@ -80,7 +82,8 @@ def size_in_bytes(text: str | int) -> int:
     """`500MB`, `2GiB`, `1.5 gb` or plain bytes, as bytes; ValueError if it is not a size."""
     if isinstance(text, int):
         return text
-    match = re.fullmatch(r"\s*(\d{1,30}(?:\.\d{1,30})?)\s*([a-zA-Z]{0,3})\s*", text)
+    # Up to 100 digits: a number read is refused by its range, with the range (exit 1).
+    match = re.fullmatch(r"\s*(\d{1,100}(?:\.\d{1,30})?)\s*([a-zA-Z]{0,3})\s*", text)
     unit = match and match.group(2).lower()
     if not match or unit not in SIZE_UNITS:
         raise ValueError(f"{shown(text)} is not a size (try 500MB, 2GiB or a number of bytes)")
@@ -376,39 +379,43 @@ def input_context() -> dict:
 
 
 class CrawlConfig(BaseModel):
-    """What to crawl and within which limits. Stored on the crawl as JSON."""
+    """What to crawl and within which limits. Stored on the crawl as JSON.
+
+    Its booleans and whole numbers are strict: the CLI and the admin parse their text
+    themselves, and an API client's `"yes"`, `"2"`, `true` for a depth or `10.0` is refused
+    (422), not read as something it may not have meant."""
 
     model_config = ConfigDict(extra="forbid")
 
     seeds: list[StrictStr] = Field(min_length=1, max_length=MAX_SEEDS)
     scope_type: ScopeType = "prefix"
-    depth: int = Field(default=-1, ge=-1, le=1000, description="-1 = unlimited")
-    extra_hops: int = Field(default=0, ge=0, le=10)
-    page_limit: int | None = Field(default=None, ge=1, le=100_000_000)
-    size_limit: int | None = Field(default=None, ge=1, le=MAX_SIZE)
-    time_limit: int | None = Field(default=None, ge=1, le=10 * 365 * 86400)
+    depth: StrictInt = Field(default=-1, ge=-1, le=1000, description="-1 = unlimited")
+    extra_hops: StrictInt = Field(default=0, ge=0, le=10)
+    page_limit: StrictInt | None = Field(default=None, ge=1, le=100_000_000)
+    size_limit: StrictInt | None = Field(default=None, ge=1, le=MAX_SIZE)
+    time_limit: StrictInt | None = Field(default=None, ge=1, le=10 * 365 * 86400)
     include: Regexes = Field(default_factory=list)
     exclude: Regexes = Field(default_factory=list)
-    workers: int = Field(default=1, ge=1, le=16)
-    scale: int = Field(default=1, ge=1, le=8)
+    workers: StrictInt = Field(default=1, ge=1, le=16)
+    scale: StrictInt = Field(default=1, ge=1, le=8)
     user_agent: StrictStr | None = None
-    use_robots: bool = False
-    dedup: bool | None = Field(
+    use_robots: StrictBool = False
+    dedup: StrictBool | None = Field(
         default=None, description="revisit records for payloads the org kept already; "
                                   "None: on for a schedule's crawls, off for one-off crawls")
-    qa: bool = Field(default=False, description="quality review once the crawl ends and its archive is "
-                                                "kept (runner/qa_queue.py)")
+    qa: StrictBool = Field(default=False, description="quality review once the crawl ends and its archive "
+                                                      "is kept (runner/qa_queue.py)")
     # Browser mode of archiver's own crawler; None (auto) is resolved when the crawl is added,
     # so its mode never changes between launches. Declared before the options it allows.
-    browser: bool | None = Field(default=None, validate_default=True,
-                                 description="None: browser mode when a Chromium is found")
+    browser: StrictBool | None = Field(default=None, validate_default=True,
+                                       description="None: browser mode when a Chromium is found")
     # Browser options (None: the crawler's default): browsertrix-crawler, or archiver's own
     # crawler in browser mode.
     behaviors: Behaviors = None
-    page_load_timeout: int | None = Field(default=None, ge=1, le=MAX_WAIT_SECONDS, description="seconds")
-    post_load_delay: int | None = Field(default=None, ge=0, le=MAX_WAIT_SECONDS, description="seconds")
+    page_load_timeout: StrictInt | None = Field(default=None, ge=1, le=MAX_WAIT_SECONDS, description="seconds")
+    post_load_delay: StrictInt | None = Field(default=None, ge=0, le=MAX_WAIT_SECONDS, description="seconds")
     wait_until: WaitUntil = None
-    block_ads: bool = False
+    block_ads: StrictBool = False
     screenshot: Screenshots = None
     lang: StrictStr | None = None
     profile: Annotated[StrictStr, AfterValidator(check_profile_name)] | None = Field(

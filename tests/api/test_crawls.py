@@ -52,6 +52,20 @@ def test_an_invalid_config_is_refused_with_crawlconfig_parses_sentence_and_nothi
     assert not Crawl.objects.exists()
 
 
+@pytest.mark.parametrize(("path", "extra"), [("/api/v1/crawls", {}), ("/api/v1/schedules", {"cron": "@daily"})])
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("browser", "yes", "Input should be a valid boolean"), ("qa", "true", "Input should be a valid boolean"),
+    ("use_robots", 1, "Input should be a valid boolean"), ("depth", True, "Input should be a valid integer"),
+    ("workers", "2", "Input should be a valid integer"), ("page_limit", 10.0, "Input should be a valid integer"),
+])
+def test_a_boolean_or_whole_number_given_as_another_json_type_is_422(api_db, client, path, extra, field,
+                                                                     value, message):
+    response = client.post(path, json={"seeds": ["https://example.com/"], field: value, **extra})
+    assert response.status_code == 422, response.json()
+    assert response.json() == {"code": "invalid", "message": f"{field}: {message}"}
+    assert not Crawl.objects.exists()
+
+
 @pytest.mark.parametrize(("body", "message"), [
     ({"seeds": ["https://example.com/"], "tags": [""]}, "--tag: tag '': a tag is 1 to 100 characters, without control characters"),
     ([1, 2], "the request body must be a JSON object"),
