@@ -26,6 +26,25 @@ as_root_with_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
 
 [[ $PORT =~ ^[0-9]{1,5}$ ]] && ((10#$PORT >= 1 && 10#$PORT <= 65535)) || {
     say "ARCHIVER_PORT=$PORT is not a port number (1 to 65535)"; exit 1; }
+
+# One instance per data dir, checked before anything is migrated, collected or started: a
+# second start.sh once ran migrate, collectstatic --clear and ensureadmin against the live
+# one. start.lock is ours (held by this script, and inherited by what it starts); runner.lock
+# is the daemon's (runner/daemon.py acquire_runner_lock), for one started without us. Each
+# holds its owner's pid.
+RUN_DIR="$ARCHIVER_DATA_DIR/run"
+in_use() {
+    say "$ARCHIVER_DATA_DIR is in use by $1 (pid $(head -c 20 "$2" 2>/dev/null | tr -cd 0-9)): stop it first, or give this one another ARCHIVER_DATA_DIR"
+    exit 1
+}
+held() { [ -f "$1" ] && ! flock -n "$1" true 2>/dev/null; }
+held "$RUN_DIR/start.lock" && in_use scripts/start.sh "$RUN_DIR/start.lock"
+held "$RUN_DIR/runner.lock" && in_use "an archiver daemon" "$RUN_DIR/runner.lock"
+mkdir -p "$RUN_DIR"
+exec 9>>"$RUN_DIR/start.lock"
+flock -n 9 || in_use scripts/start.sh "$RUN_DIR/start.lock"  # two started at the same moment
+echo "$$" > "$RUN_DIR/start.lock"
+
 listening "$PORT" && port_taken  # before anything is installed or started
 
 if ! command -v redis-server >/dev/null 2>&1; then
@@ -64,7 +83,6 @@ bash "$ROOT/scripts/replay-files.sh"  # ReplayWeb.page for the replay origin (np
 "$ARCHIVER" collectstatic --noinput --clear -v0
 "$ARCHIVER" ensureadmin
 
-mkdir -p "$ARCHIVER_DATA_DIR/run"
 "$ROOT/.venv/bin/gunicorn" archiver.wsgi:application \
     --bind "127.0.0.1:$PORT" --workers 2 --threads 4 --umask 0077 \
     --logger-class archiver.replay_logging.AccessLogger \

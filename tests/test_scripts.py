@@ -264,6 +264,52 @@ fi""")
             os.kill(int(daemon.read_text()), signal.SIGKILL)
 
 
+def looping_daemon(checkout: Path) -> None:
+    """`archiver run` that stays up until TERM; every other call is only recorded."""
+    calls = checkout / "archiver-calls"
+    executable(checkout / ".venv" / "bin" / "archiver", f"""echo "$*" >> {calls}
+if [ "$1" = run ]; then
+    trap 'exit 0' TERM
+    while :; do sleep 0.1; done
+fi""")
+
+
+def test_a_second_start_on_a_data_dir_in_use_refuses_before_touching_anything_and_names_the_pid(checkout):
+    looping_daemon(checkout)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("ARCHIVER_", "DJANGO_"))}
+    environ.update(ARCHIVER_PORT=str(free_port("127.0.0.1")), ARCHIVER_DATA_DIR=str(checkout / "data"),
+                   PYTHONPATH=str(REPO), ARCHIVER_REPLAY_URL=f"http://127.0.0.2:{free_port('127.0.0.2')}")
+    first = subprocess.Popen([BASH, str(checkout / "scripts" / "start.sh")], env=environ,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: "run --daemon" in archiver_calls(checkout), 60, 0.1, "the first start's daemon")
+        calls = archiver_calls(checkout)
+        second = start(checkout, free_port("127.0.0.1"))
+        assert second.returncode == 1
+        assert second.stderr == (f"[start] {checkout / 'data'} is in use by scripts/start.sh (pid {first.pid}): "
+                                 "stop it first, or give this one another ARCHIVER_DATA_DIR\n")
+        assert archiver_calls(checkout) == calls  # no migrate, collectstatic or ensureadmin
+    finally:
+        first.terminate()
+        first.wait(timeout=30)
+
+
+def test_start_refuses_a_data_dir_whose_runner_lock_a_daemon_holds(checkout):
+    import fcntl
+
+    (checkout / "data" / "run").mkdir(parents=True)
+    with open(checkout / "data" / "run" / "runner.lock", "a+") as lock:  # as acquire_runner_lock does
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.write("4242\n")
+        lock.flush()
+        result = start(checkout, free_port("127.0.0.1"))
+    assert result.returncode == 1
+    assert result.stderr == (f"[start] {checkout / 'data'} is in use by an archiver daemon (pid 4242): "
+                             "stop it first, or give this one another ARCHIVER_DATA_DIR\n")
+    assert archiver_calls(checkout) == []
+    assert start(checkout, free_port("127.0.0.1")).returncode == 0  # the lock released: it starts
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
