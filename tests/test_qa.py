@@ -192,3 +192,19 @@ def test_status_shows_a_crawls_quality_review_and_its_worst_pages(conf_data_dir)
     assert "quality review" in shown and "3 (1 below 0.80, 0 not replayed)" in shown
     assert shown.index("http://x/broken") < shown.index("http://x/almost") < shown.index("http://x/good")
     assert " 0.99 " in shown  # 0.996, not shown as 1.00
+
+
+def test_archiver_qa_rounds_scores_down_as_status_and_the_admin_do():
+    from rich.console import Console
+
+    from crawls.diffing import shown_score
+    from runner.management.commands.qa import review_table, summary_line
+
+    summary = {"pages": 2, "mean": 0.9189, "worst": 0.2999, "below": 1}
+    assert summary_line("8f22c023", summary) == ("crawl 8f22c023: 2 page(s) reviewed, mean score 0.91, "
+                                                 "worst 0.29, 1 below 0.80")
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(review_table([PageReview(url="https://e.com/", score=0.9189, text_score=0.999,
+                                           resources_score=None, screenshot_score=0.2999)]))
+    assert console.file.getvalue().split()[6:10] == ["0.91", "0.99", "-", "0.29"]
+    assert shown_score(0.9189) == "0.91"  # status's and the admin's

@@ -16,6 +16,8 @@ from crawls.lease import db_now
 from crawls.models import Crawl, PageReview, ReviewStatus, review_summary
 from runner import qa, qa_queue
 
+shown = diffing.shown_score
+
 
 class Command(ArchiverCommand):
     help = "Quality review: replay a kept crawl's pages from its archives and score them against their capture."
@@ -57,20 +59,21 @@ class Command(ArchiverCommand):
             self.write_json({"crawl": crawl.pk, **{k: v for k, v in summary.items() if k != "reviewed_at"},
                              "pages": [page_dict(row) for row in rows]})
             return
-        self.stdout.write(f"crawl {crawl.short_id}: {summary['pages']} page(s) reviewed, mean score "
-                          f"{summary['mean'] or 0:.2f}, worst {summary['worst'] or 0:.2f}, "
-                          f"{summary['below']} below 0.80")
+        self.stdout.write(summary_line(crawl.short_id, summary))
         self.render(review_table(rows[:20]))
+
+
+def summary_line(short_id: str, summary: dict) -> str:
+    """Scores rounded down, as `status` and the admin show them (diffing.shown_score)."""
+    return (f"crawl {short_id}: {summary['pages']} page(s) reviewed, mean score "
+            f"{shown(summary['mean'] or 0)}, worst {shown(summary['worst'] or 0)}, "
+            f"{summary['below']} below 0.80")
 
 
 def page_dict(row: PageReview) -> dict:
     return {"url": row.url, "score": row.score, "text": row.text_score, "resources": row.resources_score,
             "screenshot": row.screenshot_score, "resources_total": row.resources_total,
             "resources_missing": row.resources_missing, "error": row.error}
-
-
-def shown(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 def review_table(rows: list[PageReview]) -> Table:
