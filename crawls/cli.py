@@ -89,7 +89,9 @@ def one_line(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + "…"
 
 
-LONG_QUOTE = re.compile(r"""(['"])([^'"]{""" + str(SHOWN) + r"""})[^'"]{10,}\1""")
+# A quote opens after a blank, a bracket or `=:,` (not a closing quote or an apostrophe), so
+# the prose between two quoted values is never cut as if it were one (the cron error was).
+LONG_QUOTE = re.compile(r"""(?<![^\s(\[=:,])(['"])([^'"]{""" + str(SHOWN) + r"""})[^'"]{10,}\1""")
 
 
 class OneLineParser(CommandParser):

@@ -174,6 +174,15 @@ def test_add_refuses_bad_input_and_writes_nothing(nudges, args, message):
     assert nudges == []
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("cron", ["* * * *", "61 * * * *"])
+def test_a_bad_cron_expression_is_refused_with_the_whole_sentence(cron):
+    with pytest.raises(CommandError) as refused:
+        run("schedule", "add", cron, "https://e.com/")
+    assert str(refused.value) == (f"'{cron}' is not a valid cron expression (five fields: minute hour "
+                                  "day-of-month month day-of-week, e.g. '0 3 * * *')")
+
+
 # --- pause, resume, stop, cancel, retry ----------------------------------------------------
 
 
