@@ -375,7 +375,28 @@ def input_context() -> dict:
     settings = conf.get()
     own = not settings.browser_crawler()
     return {"crawler": settings.crawler_name(), "own_crawler": own,
-            "chromium": settings.chromium_path() if own else None}
+            "chromium": settings.chromium_path() if own else None,
+            "allow_networks": settings.crawl_allow_networks}
+
+
+def check_seed_address(url: str, allow: tuple[str, ...]) -> str:
+    """A seed whose host is an address (in any spelling the crawler and Chromium read as
+    one: `127。0。0。5`, `2130706437`, `[::ffff:127.0.0.5]`) that the crawl address policy
+    refuses, with ARCHIVER_CRAWL_ALLOW_NETWORKS opening `allow`, is refused here with the
+    crawler's own reason; names are judged by the crawler once resolved."""
+    from archiver_crawler import netpolicy  # the crawler's rules, read only for new input
+
+    try:
+        ip = netpolicy.literal_address(urlsplit(url).hostname or "")
+    except netpolicy.NotAnAddress as exc:
+        raise ValueError(f"{shown(without_credentials(url))}: {exc}") from None
+    if ip is not None:
+        policy = netpolicy.AddressPolicy(netpolicy.parse_networks(allow))
+        try:
+            policy.check(str(ip), str(ip))
+        except netpolicy.AddressRefused as exc:
+            raise ValueError(f"{shown(without_credentials(url))}: {exc}") from None
+    return url
 
 
 class CrawlConfig(BaseModel):
@@ -489,8 +510,12 @@ class CrawlConfig(BaseModel):
 
     @field_validator("seeds")
     @classmethod
-    def _seeds(cls, value: list[str]) -> list[str]:
-        return [check_url(url) for url in value]
+    def _seeds(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        seeds = [check_url(url) for url in value]
+        if info.context is not None:  # new input: a stored crawl stays readable
+            allow = tuple(info.context.get("allow_networks", ()))
+            seeds = [check_seed_address(url, allow) for url in seeds]
+        return seeds
 
     @field_validator("include", "exclude")
     @classmethod

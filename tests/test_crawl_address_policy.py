@@ -177,3 +177,32 @@ def _clean_up(runner, launcher, settings, request) -> None:
     label = f"archiver.install={install_id(settings)}"
     for container in client.containers.list(all=True, filters={"label": label}):
         container.remove(force=True)
+
+
+# --- seeds at the door: every spelling of an address (issue 36) ----------------------------
+
+SPELLINGS_OF_127_0_0_5 = ["127\u30020\u30020\u30025", "127\uff0e0\uff0e0\uff0e5",
+                          "127\uff610\uff610\uff615", "\uff11\uff12\uff17.0.0.5", "127.0.0.5.",
+                          "[::ffff:127.0.0.5]"]
+
+
+@pytest.mark.parametrize("host", SPELLINGS_OF_127_0_0_5)
+def test_a_seed_at_a_refused_address_is_refused_at_the_door_in_any_spelling(monkeypatch, host):
+    only = conf.from_environ({VARIABLE: "127.0.0.1/32"})
+    monkeypatch.setattr(conf, "get", lambda: only)
+    with pytest.raises(ConfigError, match=r"refused by the crawl address policy: .*127\.0\.0\.5.*"
+                                          r"a loopback address \(open it with "
+                                          r"ARCHIVER_CRAWL_ALLOW_NETWORKS=127\.0\.0\.5/32"):
+        CrawlConfig.parse(seeds=[f"http://{host}:8225/x"])
+    assert CrawlConfig.parse(seeds=["http://127.0.0.1:8225/x"]).seeds == ["http://127.0.0.1:8225/x"]
+
+
+def test_a_stored_seed_stays_readable_whatever_the_policy_says_now(monkeypatch):
+    monkeypatch.setattr(conf, "get", lambda: conf.from_environ({}))
+    stored = CrawlConfig.model_validate({"seeds": ["http://127\u30020\u30020\u30025/"]})
+    assert stored.seeds == ["http://127\u30020\u30020\u30025/"]
+
+
+@pytest.mark.parametrize("host", SPELLINGS_OF_127_0_0_5[:-2])
+def test_webhooks_read_unicode_spellings_as_the_address_they_mean(host):
+    assert str(ssrf.parse_webhook_url(f"https://{host}/in").ip) == "127.0.0.5"

@@ -45,7 +45,7 @@ def test_bad_seeds_are_refused_in_one_short_line(url, message):
 
 
 @pytest.mark.parametrize("url", [
-    "https://example.com/", "http://127.0.0.1:8000/x", "http://[::1]:8080/", "https://bücher.de/",
+    "https://example.com/", "http://127.0.0.1:8000/x", "http://[2001:4860:4860::8888]:8080/", "https://bücher.de/",
     "https://example.com./", "http://localhost/", "https://a-b_c.example/@user?q=a@b",
     "http://123.com/", "https://" + "a" * 63 + ".com/",
 ])
