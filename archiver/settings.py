@@ -123,6 +123,10 @@ def _database() -> dict:
         db = dj_database_url.parse(url, conn_max_age=600, conn_health_checks=True)
     except ValueError as exc:
         raise ImproperlyConfigured(f"ARCHIVER_DATABASE_URL: {exc}") from None
+    if "postgresql" in db["ENGINE"]:
+        # A server out of reach (not refusing) would hold each connection attempt, and with it
+        # a stopping daemon, for as long as TCP tries; ?connect_timeout= in the URL wins.
+        db.setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
     if db["ENGINE"] == "django.db.backends.sqlite3":
         # Its folder is created by `migrate` only (crawls/management/commands/migrate.py).
         db["CONN_MAX_AGE"] = 0 if db["NAME"] == ":memory:" else None

@@ -14,6 +14,11 @@
    crawls, hands them over and finishes them.
 3. The Redis-kill trial: one crawl of a slow site while its Redis is killed -9 and
    restarted 3 times, with ARCHIVER_MAX_LAUNCH_ATTEMPTS=2.
+4. Database outages, on a PostgreSQL cluster of the bench's own (initdb on a free port,
+   tests/pg_cluster.py; never the shared server): 3 crawls under way when it is restarted
+   (`pg_ctl restart -m fast`), 2 added after; the same with it stopped for 3 s; then
+   SIGTERM to a daemon whose database is stopped, timed (`stop_seconds_without_database`,
+   target under 10 s; a daemon that did not exit within 60 s counts as incomplete).
 
 It prints ONE JSON line: the counts summed over every trial (tests/chaos/harness.py
 COUNT_KEYS and EXTRA_KEYS), `skipped` (why a trial did not run), `seconds`, and with
@@ -41,11 +46,14 @@ sys.path.insert(0, str(ROOT))
 # would be chosen wherever a Chromium is found.
 os.environ.setdefault("ARCHIVER_CHROMIUM", "none")
 
+from tests import pg_cluster  # noqa: E402
 from tests.chaos.harness import COUNT_KEYS, EXTRA_KEYS, docker_ready  # noqa: E402
 from tests.chaos.trials import (  # noqa: E402
     adoption_trial,
+    database_restart_trial,
     kill9_trial,
     redis_kill_trial,
+    stop_without_database_trial,
     two_runner_trial,
 )
 from tests.pg import fresh_database, server_url, skip_commit_flush  # noqa: E402
@@ -75,6 +83,24 @@ def adoption(url: str, rng: random.Random, host_dies: bool) -> dict:
         # Slow pages: a page is in flight when the adopter takes over.
         return in_temp_root(adoption_trial, database_url, rng=rng, host_dies=host_dies,
                             crawls=9, pages=21, delay=1.5, timeout=180)
+
+
+def database_outages() -> tuple[list[tuple[str, dict]], float]:
+    """A cluster of the bench's own restarted under a daemon, then stopped for 3 s; then
+    SIGTERM to a daemon whose database is stopped: the runs, and the seconds it took to exit."""
+    runs = []
+    for name, downtime in (("database restarted (pg_ctl restart -m fast)", 0.0),
+                           ("database stopped for 3 s", 3.0)):
+        with pg_cluster.PrivateCluster.start() as cluster:
+            result = in_temp_root(database_restart_trial, cluster, downtime=downtime)
+        result.pop("log_tail", None)
+        runs.append((name, result))
+    with pg_cluster.PrivateCluster.start() as cluster:
+        stopped = in_temp_root(stop_without_database_trial, cluster)
+    stopped.pop("log")
+    stopped["incomplete"] = int(stopped["exit_code"] != 0)  # counted: a daemon that did not exit
+    runs.append(("SIGTERM with the database stopped", stopped))
+    return runs, stopped["stop_seconds"]
 
 
 def moto_missing() -> str | None:
@@ -126,6 +152,12 @@ def main() -> int:
         skipped.append("two-runner and two-host trials: no PostgreSQL "
                        "(ARCHIVER_TEST_POSTGRES_URL or --postgres-url)")
     runs.append(("redis kill x3", in_temp_root(redis_kill_trial)))
+    stop_seconds = None
+    if (why := pg_cluster.missing()) is None:
+        outage_runs, stop_seconds = database_outages()
+        runs += outage_runs
+    else:
+        skipped.append(f"database outage trials: {why}")
 
     for name, result in runs:
         for key in totals:
@@ -133,7 +165,8 @@ def main() -> int:
         if args.verbose:
             print(json.dumps({"trial": name, **result}, default=str), file=sys.stderr)
     report = {key: totals[key] for key in (*COUNT_KEYS, *EXTRA_KEYS)}
-    report.update(seed=seed, skipped=skipped, seconds=round(time.monotonic() - started, 1))
+    report.update(seed=seed, skipped=skipped, seconds=round(time.monotonic() - started, 1),
+                  stop_seconds_without_database=stop_seconds)
     print(json.dumps(report))
     return 1 if any(report[key] for key in (*COUNT_KEYS, *EXTRA_KEYS) if key not in ALLOWED) else 0
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import random
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,3 +208,30 @@ def database_restart_trial(root: Path, cluster, *, crawls: int = 3, later: int =
         if result["incomplete"] or result["tracebacks"]:
             result["log_tail"] = trial.log_tail(4000)
         return result
+
+
+def stop_without_database_trial(root: Path, cluster, signum: int = signal.SIGTERM,
+                                timeout: float = 60) -> dict:
+    """One daemon on the trial's own PostgreSQL cluster, one crawl under way; the database
+    stopped, then the daemon signalled: how long it took to exit (docs/runner.md: 10 s)."""
+    with chaos_site(trees=1, pages=40, delay=0.3) as site, \
+            Trial(root, database_url=cluster.url) as trial:
+        data_dir = trial.add_data_dir()
+        trial.migrate()
+        daemon = trial.start_daemon(data_dir)
+        trial.daemon_ready(data_dir)
+        crawl_id = trial.add(data_dir, site.tree_url(0))
+        trial.wait_crawl(crawl_id, lambda c: c["pages_done"] >= 1, timeout=30)
+        cluster.stop()
+        wait_for(lambda: "the database is unavailable" in trial.log_tail(100_000), 30, 0.1,
+                 "the daemon saw the outage")
+        daemon.send_signal(signum)
+        started = time.monotonic()
+        try:
+            code = daemon.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        log = trial.log_tail(1_000_000)
+        return {"exit_code": code, "stop_seconds": round(time.monotonic() - started, 2),
+                "tracebacks": trial.tracebacks(), "log": log,
+                "outage_lines": outage_lines(trial)}
