@@ -81,3 +81,46 @@ def test_a_long_paragraph_is_diffed_by_its_sentences_and_a_long_sentence_in_piec
      0.9999)])
 def test_text_similarity_counts_the_words_in_place(a, b, expected):
     assert diffing.text_similarity(a, b) == expected
+
+
+A_TEXT = "p " + "x " * 5_000 + "q"  # issue 36: 96 s in the API's diff, 97 s in the admin's
+B_TEXT = "r " + "x " * 100_000 + "s"
+
+
+@pytest.mark.parametrize("scale", [1, 5])  # 5: B is about 1 MiB of text
+def test_two_texts_of_one_repeated_word_are_compared_within_the_work_budget(monkeypatch, scale):
+    looked = []
+    search = diffing.difflib.SequenceMatcher.find_longest_match
+    monkeypatch.setattr(diffing.difflib.SequenceMatcher, "find_longest_match",
+                        lambda self, *args: looked.append(args) or search(self, *args))
+    a, b = A_TEXT, "r " + "x " * (100_000 * scale) + "s"
+    similarity = diffing.text_similarity(a, b)
+    # Their shared words counted instead (5,000 x), not the product of the lengths searched.
+    assert looked == []
+    assert similarity == round(2 * 5_000 / (5_002 + 100_000 * scale + 2), 4)
+
+
+def test_the_matcher_stops_at_its_work_and_small_texts_keep_its_exact_answer():
+    words = ["a", "b", "c", "d", "e", "f", "g", "h"]
+    assert diffing.matched_words(words, words[::-1], work=10**6) == 1  # in order: one word
+    assert diffing.matched_words(words, words[::-1], work=8) == 8  # over budget: shared words
+    with pytest.raises(diffing.OverBudget):
+        diffing.BoundedMatcher(["x"] * 100, ["x"] * 1000, work=50_000).get_matching_blocks()
+
+
+def test_the_api_and_the_admin_compare_a_page_of_repeated_words_within_the_budget(
+        conf_data_dir, admin_settings, client, monkeypatch):
+    from django.contrib.auth.models import User
+    org = Org.objects.create(slug="acme", name="Acme")
+    a = kept(conf_data_dir, org, {URL: html(A_TEXT)})
+    b = kept(conf_data_dir, org, {URL: html("r " + "x " * 500_000 + "s")})
+    spent = []
+    search = diffing.BoundedMatcher.find_longest_match
+    monkeypatch.setattr(diffing.BoundedMatcher, "find_longest_match",
+                        lambda self, *args: spent.append(args) or search(self, *args))
+    diff = diffing.compare(a, b)
+    assert spent == [] and 0 < diff.changed[0].similarity < 0.02
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    shown = client.get(f"/admin/crawls/crawl/{b.pk}/diff/", {"with": a.pk})
+    assert shown.status_code == 200 and "1 changed" in " ".join(shown.content.decode().split())
+    assert spent == []
