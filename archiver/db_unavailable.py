@@ -4,8 +4,8 @@ text elsewhere (the admin, the replay server), not a 500 with a traceback per re
 
 The first request after the database is back is answered as usual: the connection is kept
 (CONN_MAX_AGE) with CONN_HEALTH_CHECKS, so Django finds it broken before using it and opens a
-new one. The API's own handler answers the same 503 (crawls/api/errors.py): ninja handles
-every exception of its views itself.
+new one. The API's own handler answers with unavailable() too (crawls/api/errors.py): ninja
+handles every exception of its views itself.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ RETRY_AFTER = "5"
 
 
 def unavailable(request) -> HttpResponse:
+    log.warning("%s %s: %s", request.method, request.path, MESSAGE)
     if request.path.startswith("/api/"):
         response = JsonResponse({"code": CODE, "message": MESSAGE}, status=503)
     else:
@@ -43,5 +44,4 @@ class DatabaseUnavailable:
     def process_exception(self, request, exception):
         if not isinstance(exception, UNAVAILABLE):
             return None
-        log.warning("%s %s: %s", request.method, request.path, MESSAGE)
         return unavailable(request)

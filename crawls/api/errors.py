@@ -144,9 +144,7 @@ def install_handlers(api: NinjaAPI) -> None:
     @api.exception_handler(DatabaseError)
     def database_error(request, exc: DatabaseError):
         if isinstance(exc, db_unavailable.UNAVAILABLE):  # away or restarting: not a bug
-            logger.warning("%s %s: %s", request.method, request.path, db_unavailable.MESSAGE)
-            return respond(request, 503, db_unavailable.CODE, db_unavailable.MESSAGE,
-                           {"Retry-After": db_unavailable.RETRY_AFTER})
+            return db_unavailable.unavailable(request)
         return server_error(request, exc)
 
     @api.exception_handler(Exception)
