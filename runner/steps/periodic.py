@@ -14,6 +14,7 @@ from crawls import admission, alerts, dedup, retention, schedules, storage
 from crawls.models import Crawl
 from runner import ending, indexing
 from runner.observe import files_bytes
+from runner.polling import PollingThreads
 from runner.state import Runtime
 
 PURGE_EVERY = 60.0  # retention looks for expired crawls this often
@@ -43,7 +44,8 @@ class Retention:
 
 class ChangeAlerts:
     """Change alerts (crawls/alerts.py): at most every few seconds, or at once again while
-    there were checks to make, so a large comparison never runs more than twice a pass."""
+    there were checks to make. A step of the tick in `run --once` / `--drain` only: the
+    daemon runs them in a thread of their own (ChangeAlertWorker)."""
 
     EVERY = 5.0
 
@@ -56,6 +58,20 @@ class ChangeAlerts:
         found = alerts.check_changes(rt.id, now, settings=rt.settings)
         self.next_look = None if found else now + dt.timedelta(seconds=self.EVERY)
         return found
+
+
+class ChangeAlertWorker(PollingThreads):
+    """The daemon's change alerts beside its loop: a comparison reads two crawls' archives
+    and their texts, and the tick (heartbeat, claims, other orgs' crawls) never waits on it."""
+
+    what = "change alerts pass"
+
+    def __init__(self, settings, owner: str, clock):
+        super().__init__([("change-alerts", owner)], max(settings.poll_interval, ChangeAlerts.EVERY))
+        self.settings, self.clock = settings, clock
+
+    def pass_once(self, owner: str) -> bool:
+        return alerts.check_changes(owner, self.clock(), settings=self.settings)
 
 
 def resume_after_disk(rt: Runtime, now: dt.datetime) -> bool:
