@@ -6,7 +6,9 @@
 
 The steps live in runner/steps/ and share a Runtime (runner/state.py); supervision is
 observe -> decide -> apply (docs/architecture.md). This module only owns the loop, its
-modes, signals and the wake socket.
+modes, signals and the wake socket. Every path through a turn of the loop ends at the stop
+check: a database that is away (the tick fails at once) never keeps a stopping daemon
+spinning; leases it could not give back run out, or this data dir's next runner takes them.
 """
 
 from __future__ import annotations
@@ -208,8 +210,6 @@ class Runner:
             self.release_lock()
 
     def loop(self, mode: str, view=None) -> None:
-        """Every path through a turn ends at the stop check: a database that is away (the
-        tick fails at once) must not keep a stopping daemon spinning."""
         pause_deadline = None
         outage = Outage("runner", first_wait=self.settings.poll_interval)
         while True:
@@ -232,7 +232,7 @@ class Runner:
                         log.warning("crawls did not pause within %g s; leaving them running",
                                     SHUTDOWN_PAUSE_TIMEOUT)
                         return
-                if mode == "drain" and not self.held and not self.has_due_work(now):
+                if mode == "drain" and not self.held and not has_due_work(now):
                     return
                 pause = 0.0 if found else self.sleep_time(now)
             except CONNECTION_ERRORS as exc:
@@ -255,11 +255,6 @@ class Runner:
         for crawl in Crawl.objects.filter(pk__in=list(self.held), status__in=S.RUNNING_STATES):
             with contextlib.suppress(ArchiverError):
                 crawl.pause(now)
-
-    def has_due_work(self, now: dt.datetime) -> bool:
-        soon = now + dt.timedelta(seconds=claim.ORG_RETRY + 1)
-        crawls = Crawl.objects.filter(status__in=S.ACTIVE, retry_at__lte=soon).exclude(status=S.PAUSED, retry_at__gt=now)
-        return qa_queue.has_due(now) or crawls.exists()
 
     def sleep_time(self, now: dt.datetime) -> float:
         timeout = min(ACTIVE_TICK, self.settings.poll_interval) if self.held else self.settings.poll_interval
@@ -290,24 +285,12 @@ class Runner:
 
     @contextlib.contextmanager
     def wake_socket(self) -> Iterator[None]:
-        path = self.settings.wake_socket
-        if len(str(path).encode()) >= 104:
-            log.warning("wake socket path %s is too long for a Unix socket; polling every %g s",
-                        path, self.settings.poll_interval)
-            yield
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.unlink(missing_ok=True)  # a stale one: we hold the runner lock
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.bind(str(path))
-        sock.setblocking(False)
-        self._wake = sock
-        try:
-            yield
-        finally:
-            self._wake = None
-            sock.close()
-            path.unlink(missing_ok=True)
+        with open_wake_socket(self.settings.wake_socket, self.settings.poll_interval) as sock:
+            self._wake = sock
+            try:
+                yield
+            finally:
+                self._wake = None
 
     def wake(self) -> None:
         """Wake the loop from another thread (tests, signal handling)."""
@@ -380,9 +363,34 @@ class Runner:
             self.held.clear()
             RunnerRecord.objects.filter(pk=self.id).update(stopped_at=now, heartbeat_at=now)
         except DatabaseError as exc:
-            # Our leases run out instead, or a runner of this data dir takes them over at start.
             log.warning("could not give back the leases of %d crawl(s): %s", len(self.held),
                         describe(exc))
+
+
+@contextlib.contextmanager
+def open_wake_socket(path, poll_interval: float) -> Iterator[socket.socket | None]:
+    """The loop's wake socket (None when its path is too long: the loop polls instead)."""
+    if len(str(path).encode()) >= 104:
+        log.warning("wake socket path %s is too long for a Unix socket; polling every %g s",
+                    path, poll_interval)
+        yield None
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)  # a stale one: we hold the runner lock
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(path))
+    sock.setblocking(False)
+    try:
+        yield sock
+    finally:
+        sock.close()
+        path.unlink(missing_ok=True)
+
+
+def has_due_work(now: dt.datetime) -> bool:
+    soon = now + dt.timedelta(seconds=claim.ORG_RETRY + 1)
+    crawls = Crawl.objects.filter(status__in=S.ACTIVE, retry_at__lte=soon).exclude(status=S.PAUSED, retry_at__gt=now)
+    return qa_queue.has_due(now) or crawls.exists()
 
 
 def register_runner(runner_id: str, settings: Settings, now: dt.datetime) -> None:
