@@ -203,7 +203,8 @@ class Runner:
                 self.keep_what_is_left_here(self.clock())
                 self.start_webhooks(mode)
                 self.start_reviews(mode)
-                self.start_change_alerts(mode)
+                if changes := periodic.attach_change_alerts(self.rt, mode, self.steps):
+                    self._workers.append((changes, 10))  # off the tick: a comparison never holds it
                 self.loop(mode, view)
         finally:
             self.shutdown()
@@ -338,15 +339,6 @@ class Runner:
     def start_reviews(self, mode: str) -> None:  # in a thread, never the tick (qa_queue.attach)
         if reviews := qa_queue.attach(self.settings, self.id, mode, self.steps, self.stop_event, self.clock):
             self._workers.append((reviews, 30))  # a review in flight stops between pages, due again at once
-
-    def start_change_alerts(self, mode: str) -> None:
-        """In a thread in the daemon (a comparison never holds the tick), else a step."""
-        if mode == "daemon":
-            worker = periodic.ChangeAlertWorker(self.settings, self.id, self.clock).start()
-            self._workers.append((worker, 10))
-            return
-        change_alerts = periodic.ChangeAlerts()
-        self.steps.append(("change alerts", lambda now: change_alerts(self.rt, now)))
 
     def shutdown(self) -> None:
         """Give our leases back (due now, so a restarted runner adopts at once); crawlers keep running."""

@@ -74,6 +74,15 @@ class ChangeAlertWorker(PollingThreads):
         return alerts.check_changes(owner, self.clock(), settings=self.settings)
 
 
+def attach_change_alerts(rt: Runtime, mode: str, steps: list) -> ChangeAlertWorker | None:
+    """The daemon's change alerts in a thread of their own; `run --once` / `--drain`'s a step."""
+    if mode == "daemon":
+        return ChangeAlertWorker(rt.settings, rt.id, rt.clock).start()
+    change_alerts = ChangeAlerts()
+    steps.append(("change alerts", lambda now: change_alerts(rt, now)))
+    return None
+
+
 def resume_after_disk(rt: Runtime, now: dt.datetime) -> bool:
     """Crawls the runner paused for a full disk are queued again once there is room: below
     the threshold, and free space for packaging what each holds.

@@ -32,6 +32,6 @@ def test_the_daemon_tick_never_compares_crawls_and_its_worker_does(make_runner, 
 
     # `run --once` / `--drain` have no thread: there, a tick's step compares.
     calls.clear()
-    runner.start_change_alerts("once")
+    assert periodic.attach_change_alerts(runner.rt, "once", runner.steps) is None
     runner.tick(T0)
     assert calls == [runner.id]
