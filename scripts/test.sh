@@ -6,11 +6,19 @@
 # Docker required (docker tests fail instead of skipping) and stops the engine again if
 # this run started it. Exits with pytest's exit code.
 #
+# pytest runs in parallel workers (pytest-xdist): most of the suite waits on crawls, daemons,
+# Chromium and Docker rather than computing, so more workers than cores pay. Each test file
+# runs whole on one worker (--dist loadfile: a file's tests share its fixtures and may share
+# an engine-wide resource, e.g. the swarm's node). At the end it prints the 25 slowest tests
+# and how long each phase took. Arguments given are passed on after these defaults, so
+# `-n 0` runs in one process and `-n 2` with two workers.
+#
 # Environment: ARCHIVER_PYTHON (the interpreter .venv is created with; default: the first
 # of python3.13, python3.12, python3.11, python3 that is 3.11 or newer, see lib/python.sh),
 # ARCHIVER_TEST_POSTGRES_URL (default: the local server's `test` database when it answers,
 # or always when CI=true), ARCHIVER_BASE_IMAGE / ARCHIVER_CRAWLER_IMAGE (see
-# build-crawler-image.sh), ARCHIVER_DOCKER_ROOT (see docker-engine.sh).
+# build-crawler-image.sh), ARCHIVER_DOCKER_ROOT (see docker-engine.sh), ARCHIVER_TEST_WORKERS
+# (pytest-xdist's workers; default 4).
 set -euo pipefail
 # dockerd and debootstrap live in sbin, which a non-login root shell may lack.
 export PATH=$PATH:/usr/sbin:/sbin
@@ -125,7 +133,8 @@ main() {
 
     phase "tests"
     local rc=0
-    "$VENV/bin/python" -m pytest "$@" || rc=$?
+    "$VENV/bin/python" -m pytest -n "${ARCHIVER_TEST_WORKERS:-4}" --dist loadfile --durations=25 \
+        "$@" || rc=$?
     phase ""
     say "timings: $(IFS=,; echo "${TIMINGS[*]}" | sed 's/,/, /g')"
     return "$rc"

@@ -36,3 +36,26 @@ def zip_of(name: str, deflated: bytes, crc: int, size: int) -> bytes:
     end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central),
                       len(local) + len(deflated), 0)
     return local + deflated + central + end
+
+
+def counted_page_list_reads(monkeypatch) -> list:
+    """Every runner/archive.py PagesCost made from now on, to count what each read of page
+    lists cost (decompressed bytes, lines): a bomb's refusal is judged by the work done."""
+    from runner import archive
+
+    made = []
+
+    class Counted(archive.PagesCost):
+        def __init__(self, limits):
+            super().__init__(limits)
+            made.append(self)
+
+    monkeypatch.setattr(archive, "PagesCost", Counted)
+    return made
+
+
+def at_most_the_line_limit(costs: list) -> bool:
+    """Each read ended at the default line limit (a chunk past it at most): a few MB of a GiB."""
+    from runner import archive
+
+    return bool(costs) and all(cost.bytes <= archive.Limits().pages_lines + archive.CHUNK for cost in costs)

@@ -12,6 +12,11 @@ from collections.abc import Callable
 
 # Long enough for a process, a browser or a server to start on a busy machine.
 DEFAULT_TIMEOUT = 60.0
+# The bound of a test that checks a call ends rather than hangs (a FIFO opened, /dev/zero
+# read, an engine or a receiver that never answers): far above what the call takes on a
+# busy machine, so it judges no speed. What the call did (its refusal, requests, bytes
+# read) is what such a test asserts.
+HANG = 60.0
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = DEFAULT_TIMEOUT, pause: float = 0.05,

@@ -10,7 +10,7 @@ import time
 from tests.crawler.running import CRAWLER
 from tests.ports import refused_port
 from tests.sitegen import serve_site
-from tests.waiting import wait_for
+from tests.waiting import HANG, wait_for
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -87,7 +87,8 @@ def test_a_first_sigterm_finishes_current_pages_and_exits_11(spawn, big_site, r)
 
 
 def test_a_second_signal_exits_13_without_waiting_for_the_page_in_flight(spawn, r):
-    with serve_site(slow_delay=3) as site:
+    # The page would answer only after twice the hang bound: exiting under it is not waiting.
+    with serve_site(slow_delay=2 * HANG) as site:
         crawler = spawn(site.root + "/site/slow.html", "--generateWACZ")
         wait_for(lambda: site.requests["/site/slow.html"] == 1)
         crawler.proc.send_signal(signal.SIGINT)
@@ -96,7 +97,7 @@ def test_a_second_signal_exits_13_without_waiting_for_the_page_in_flight(spawn, 
         started = time.monotonic()
         crawler.proc.send_signal(signal.SIGINT)
         assert crawler.wait() == 13
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < HANG
     assert r.hget("crawl1:status", "crawl-crawl1-0") == "interrupted"
     assert r.hlen("crawl1:p") == 0  # the abandoned page was handed back
     queued = [json.loads(m)["url"] for m in r.zrange("crawl1:q", 0, -1)]
