@@ -617,7 +617,7 @@ def test_status_at_an_80_column_terminal_shows_id_and_state_above_a_long_error(d
 
 def test_status_at_an_80_column_terminal_shows_each_crawls_id_state_pages_and_seed(data_dir):
     seeds = {"running": "https://docs.python.org/3/library/index.html",
-             "failed": "http://127.0.0.1:9/" + "deep/" * 30}
+             "failed": "https://example.net/" + "deep/" * 30}
     ids = {}
     for state, seed in seeds.items():
         ids[state] = manage(data_dir, "add", seed, check=True).stdout.strip()

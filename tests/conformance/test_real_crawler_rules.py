@@ -37,8 +37,8 @@ def test_an_unreachable_seed_fails_the_crawl_and_its_seed_page_which_can_be_retr
 
     crawl.refresh_from_db()
     assert crawl.status == S.FAILED
-    assert "no page archived (exit 9)" in crawl.error
-    assert "Page Load Failed" in crawl.error  # the crawler's own words
+    assert crawl.error.startswith("Page Load Failed")  # the crawler's own words, first
+    assert crawl.error.endswith("(no page archived, exit 9)")
     (process,) = crawl.processes.all()
     assert (process.exit_code, process.exit_reason) == (9, ExitReason.NO_PAGE)  # not relaunched
     seed = Snapshot.objects.get(crawl=crawl)
@@ -80,7 +80,8 @@ def test_a_fatal_error_reported_as_exit_0_fails_the_crawl_in_the_crawlers_words(
 
     crawl.refresh_from_db()
     assert crawl.status == S.FAILED
-    assert crawl.error.endswith("ended with status failed (exit 0): Seed list is not valid. Quitting")
+    assert crawl.error == "Seed list is not valid. Quitting (the crawler failed, exit 0)"
+    assert crawl.error_detail.endswith("ended with status failed (exit 0): Seed list is not valid. Quitting")
     (process,) = crawl.processes.all()  # permanent: never relaunched
     assert (process.exit_code, process.exit_reason) == (0, ExitReason.PERMANENT)
 

@@ -199,7 +199,7 @@ def test_a_crash_is_relaunched_with_backoff_until_the_attempts_run_out(make_runn
 
     crawl.refresh_from_db()
     assert crawl.status == S.FAILED
-    assert "failed 3 times; giving up" in crawl.error
+    assert crawl.error == "the crawler crashed (failed 3 times, gave up; see the crawl's log)"
     reasons = list(crawl.processes.values_list("exit_reason", flat=True))
     assert reasons == [ExitReason.CRASH, ExitReason.CRASH, ExitReason.CRASH]  # 137, no OOM flag
 
@@ -228,7 +228,9 @@ def test_a_permanent_exit_fails_the_crawl_at_once_with_the_reason(make_runner, m
 
     crawl.refresh_from_db()
     assert crawl.status == S.FAILED
-    assert f"(exit {code}): last words of the crawler" in crawl.error
+    cause = {4: "configuration refused", 17: "fatal error"}[code]
+    assert crawl.error == f"last words of the crawler ({cause}, exit {code})"  # the cause first
+    assert f"(exit {code}): last words of the crawler" in crawl.error_detail
     assert crawl.summary()["error"] == crawl.error
     assert fake.launches == 1
 
