@@ -281,7 +281,9 @@ class PinnedTransport:
                 # Nothing was sent: the next validated address may answer.
                 last_error = exc
             except (OSError, http.client.HTTPException) as exc:
-                if connection.was_cut:
+                # On a busy machine a socket's own timeout (never longer than what was left)
+                # may fire before the cutting timer's thread runs: past the deadline, it is it.
+                if connection.was_cut or (isinstance(exc, TimeoutError) and time.monotonic() >= ends):
                     raise DeadlineExceeded(f"no answer within {deadline:g}s") from exc
                 raise
             finally:

@@ -136,3 +136,24 @@ def test_a_tls_handshake_that_trickles_ends_at_the_deadline(monkeypatch):
         assert 1.4 < time.monotonic() - started < HANG  # the deadline, not the endless trickle
     finally:
         trickler.close()
+
+
+def test_a_read_timing_out_at_the_deadline_is_the_deadline_even_before_the_timer_runs(monkeypatch):
+    # A busy machine: the thread that cuts the connection at the deadline has not run yet
+    # when the socket's own timeout (what was left of the deadline) fires.
+    class LateTimer:
+        def __init__(self, *args):
+            pass
+
+        start = cancel = lambda self: None
+
+    monkeypatch.setattr(ssrf.threading, "Timer", LateTimer)
+    silent = Trickler(every=HANG, first=b"\x16\x03\x03\x40\x00")
+    try:
+        settings = allow(monkeypatch, f"hooks.test:{silent.port}")
+        destination = ssrf.check_url(f"https://hooks.test:{silent.port}/", settings,
+                                     Resolver({"hooks.test": ["127.0.0.1"]}))
+        with pytest.raises(ssrf.DeadlineExceeded):
+            ssrf.PinnedTransport().post(destination, b"{}", {}, timeout=5.0, deadline=0.5)
+    finally:
+        silent.close()
