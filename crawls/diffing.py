@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import gzip
+import html
 import itertools
 import json
 import math
@@ -57,6 +58,8 @@ PAGE_WORK = 2_000_000
 # made 15 MB of HTML), and of a changed line's characters (one of 56 kB took 26 s).
 DIFF_LINES = 2_000
 LINE_CHARS = 160
+# Line pairs the side-by-side table may score (see pairings): about a second of HtmlDiff.
+PAIR_WORK = 1_000
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 REVISIT = "warc/revisit"
 
@@ -312,9 +315,30 @@ def text_diff_html(a, b, url: str, settings=None) -> str | None:
         cut = (f'<p class="help">The first {DIFF_LINES:,} lines of each text are compared: '
                f"crawl {a.short_id}'s has {len(lines_a):,}, crawl {b.short_id}'s "
                f"{len(lines_b):,}.</p>")
+    lines_a, lines_b = lines_a[:DIFF_LINES], lines_b[:DIFF_LINES]
+    if pairings(lines_a, lines_b) > PAIR_WORK:
+        return cut + unpaired_diff_html(lines_a, lines_b, a, b)
     return cut + difflib.HtmlDiff(wrapcolumn=80).make_table(
-        lines_a[:DIFF_LINES], lines_b[:DIFF_LINES], fromdesc=f"crawl {a.short_id}",
+        lines_a, lines_b, fromdesc=f"crawl {a.short_id}",
         todesc=f"crawl {b.short_id}", context=True, numlines=2)
+
+
+def pairings(lines_a: list[str], lines_b: list[str]) -> int:
+    """The line pairs HtmlDiff would score to pair the changed lines of each replaced
+    stretch: the product of its lengths, summed. Hostile texts (a few words rearranged on
+    every line) make it quadratic: 200 such lines took 50 s."""
+    matcher = difflib.SequenceMatcher(None, lines_a, lines_b)
+    return sum((i2 - i1) * (j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+               if tag == "replace")
+
+
+def unpaired_diff_html(lines_a: list[str], lines_b: list[str], a, b) -> str:
+    """The changed lines as a unified diff, unpaired: for texts whose side-by-side pairing
+    would cost more than PAIR_WORK."""
+    diff = difflib.unified_diff(lines_a, lines_b, f"crawl {a.short_id}", f"crawl {b.short_id}",
+                                n=2, lineterm="")
+    return ('<p class="help">Too many lines changed to pair them side by side: the changes '
+            f'as a unified diff.</p><pre class="unified-diff">{html.escape(chr(10).join(diff))}</pre>')
 
 
 def diff_lines(text: str) -> list[str]:

@@ -124,3 +124,24 @@ def test_the_api_and_the_admin_compare_a_page_of_repeated_words_within_the_budge
     shown = client.get(f"/admin/crawls/crawl/{b.pk}/diff/", {"with": a.pk})
     assert shown.status_code == 200 and "1 changed" in " ".join(shown.content.decode().split())
     assert spent == []
+
+
+def test_a_side_by_side_that_would_pair_every_line_with_every_other_is_shown_unpaired(
+        conf_data_dir, monkeypatch):
+    # Issue 36: 200 lines of five words rearranged took HtmlDiff 50 s (every changed line
+    # scored against every other), 400 lines over 120 s.
+    import random
+
+    rng = random.Random(36)
+    words = ["alpha", "beta", "gamma", "delta", "eps"]
+    text = lambda: "\n".join(" ".join(rng.choices(words, k=12)) + "." for _ in range(400))  # noqa: E731
+    org = Org.objects.create(slug="acme", name="Acme")
+    a = kept(conf_data_dir, org, {URL: "<html><body><pre>" + text() + "</pre></body></html>"})
+    b = kept(conf_data_dir, org, {URL: "<html><body><pre>" + text() + "</pre></body></html>"})
+    scored = []
+    monkeypatch.setattr(diffing.difflib.Differ, "_fancy_replace",
+                        lambda self, *args: scored.append(args) or iter(()))
+    table = diffing.text_diff_html(a, b, URL)
+    assert scored == []  # no line pairing at all
+    assert "Too many lines changed to pair them side by side" in table
+    assert '<pre class="unified-diff">' in table and "\n+" in table and "\n-" in table
