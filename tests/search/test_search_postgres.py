@@ -13,8 +13,8 @@ from tests import claimers
 from tests.pg import SKIP_REASON, fresh_database, server_url
 
 
-@pytest.mark.postgres
-def test_search_behaves_the_same_on_postgresql(tmp_path):
+def pytest_on_postgresql(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """pytest run in a child on a fresh PostgreSQL database."""
     url = server_url()
     if url is None:
         pytest.skip(SKIP_REASON)
@@ -22,28 +22,22 @@ def test_search_behaves_the_same_on_postgresql(tmp_path):
         env = claimers.child_env(database_url, tmp_path)
         env["PYTHONPATH"] = f"{claimers.ROOT}:{Path(claimers.ROOT) / 'crawler'}"
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "tests/search/test_search.py", "-q",
-             "-p", "no:cacheprovider"],
+            [sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider"],
             cwd=Path(claimers.ROOT), env=env, capture_output=True, text=True, timeout=400,
         )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    return done
+
+
+@pytest.mark.postgres
+def test_search_behaves_the_same_on_postgresql(tmp_path):
+    done = pytest_on_postgresql(tmp_path, "tests/search/test_search.py")
     assert " passed" in done.stdout and "skipped" not in done.stdout
 
 
 @pytest.mark.postgres
 def test_search_costs_are_bounded_and_its_parser_fuzzed_on_postgresql(tmp_path):
-    url = server_url()
-    if url is None:
-        pytest.skip(SKIP_REASON)
-    with fresh_database(url) as database_url:
-        env = claimers.child_env(database_url, tmp_path)
-        env["PYTHONPATH"] = f"{claimers.ROOT}:{Path(claimers.ROOT) / 'crawler'}"
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "tests/search/test_search_cost.py",
-             "tests/search/test_search_fuzz.py", "-q", "-rs",
-             "-p", "no:cacheprovider"],
-            cwd=Path(claimers.ROOT), env=env, capture_output=True, text=True, timeout=400,
-        )
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    done = pytest_on_postgresql(tmp_path, "tests/search/test_search_cost.py",
+                                "tests/search/test_search_fuzz.py", "-rs")
     # Only the SQLite work budget's own tests are skipped there.
     assert done.stdout.count("SKIPPED") == done.stdout.count("SQLite's work budget") == 3
