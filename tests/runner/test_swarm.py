@@ -163,7 +163,9 @@ def assert_contained(client, service_id: str, crawl: Crawl) -> None:
 def test_a_crawl_through_swarm_services_completes_with_a_verified_wacz(
         swarm_runner, make_crawl, swarm_settings, swarm_client, store):
     runner = swarm_runner
-    with serve_site() as site:
+    # slow.html, linked from the first page, holds one worker for 15 s: the crawler is still
+    # there when its process is inspected (a fast one had exited, and /proc/PID was gone).
+    with serve_site(slow_delay=15) as site:
         crawl = make_crawl(site.url, workers=2)
         drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= 1, timeout=30)
         (service,) = our_services(swarm_client, swarm_settings)
