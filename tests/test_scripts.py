@@ -243,9 +243,7 @@ if [ "$1" = run ]; then
     trap 'echo "daemon stopped by TERM" >> {calls}; exit 0' TERM
     while :; do sleep 0.1; done
 fi""")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("ARCHIVER_", "DJANGO_"))}
-    environ.update(ARCHIVER_PORT=str(free_port("127.0.0.1")), ARCHIVER_DATA_DIR=str(checkout / "data"),
-                   PYTHONPATH=str(REPO), ARCHIVER_REPLAY_URL=f"http://127.0.0.2:{free_port('127.0.0.2')}")
+    environ = start_env(checkout)
     script = subprocess.Popen([BASH, str(checkout / "scripts" / "start.sh")], env=environ,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -264,6 +262,14 @@ fi""")
             os.kill(int(daemon.read_text()), signal.SIGKILL)
 
 
+def start_env(checkout: Path) -> dict[str, str]:
+    """start.sh's environment: none of ours, free ports, the checkout's data dir."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("ARCHIVER_", "DJANGO_"))}
+    environ.update(ARCHIVER_PORT=str(free_port("127.0.0.1")), ARCHIVER_DATA_DIR=str(checkout / "data"),
+                   PYTHONPATH=str(REPO), ARCHIVER_REPLAY_URL=f"http://127.0.0.2:{free_port('127.0.0.2')}")
+    return environ
+
+
 def looping_daemon(checkout: Path) -> None:
     """`archiver run` that stays up until TERM; every other call is only recorded."""
     calls = checkout / "archiver-calls"
@@ -276,9 +282,7 @@ fi""")
 
 def test_a_second_start_on_a_data_dir_in_use_refuses_before_touching_anything_and_names_the_pid(checkout):
     looping_daemon(checkout)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("ARCHIVER_", "DJANGO_"))}
-    environ.update(ARCHIVER_PORT=str(free_port("127.0.0.1")), ARCHIVER_DATA_DIR=str(checkout / "data"),
-                   PYTHONPATH=str(REPO), ARCHIVER_REPLAY_URL=f"http://127.0.0.2:{free_port('127.0.0.2')}")
+    environ = start_env(checkout)
     first = subprocess.Popen([BASH, str(checkout / "scripts" / "start.sh")], env=environ,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
