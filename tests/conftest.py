@@ -26,6 +26,26 @@ os.environ.setdefault("ARCHIVER_CHROMIUM", "none")
 _conf.get.cache_clear()
 
 
+@pytest.fixture(autouse=True)
+def _default_org(request):
+    """The org migration 0002 makes, there for every test that uses the database.
+
+    A transactional test ends with a flush, which drops migration data too; under xdist the
+    next test on that worker then met "no org 'default'" (seen in CI)."""
+    names = set(request.fixturenames)
+    if names & {"transactional_db", "live_server"}:
+        request.getfixturevalue("transactional_db")
+    elif "db" in names:
+        request.getfixturevalue("db")
+    elif request.node.get_closest_marker("django_db"):
+        request.getfixturevalue("_django_db_helper")
+    else:
+        return
+    from crawls.models import Org
+
+    Org.objects.get_or_create(slug="default", defaults={"name": "Default"})
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory):
     server = start_redis(tmp_path_factory.mktemp("redis"))
