@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +12,7 @@ from archiver import conf
 from archiver.errors import NotAllowed
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlEvent, CrawlStatus, Intent, Org, StopReason
+from crawls.models.statuses import TRANSITIONS
 
 S = CrawlStatus
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
@@ -298,3 +301,49 @@ def test_finishing_with_a_stop_reason_records_the_matching_event(make_crawl, rea
     crawl.refresh_from_db()
     assert (crawl.status, crawl.stop_reason) == (status, reason)
     assert events(crawl) == ["crawl.queued", event]
+
+
+# --- the one table -------------------------------------------------------------------------
+
+STATES_DOC = Path(__file__).resolve().parents[1] / "docs" / "states.md"
+GROUPS = {"not started": S.NOT_STARTED, "running": S.RUNNING_STATES, "final": S.FINAL,
+          "successful": S.SUCCESSFUL, "active": S.ACTIVE}
+
+
+def documented_states(cell: str) -> set[str]:
+    """The states a cell of docs/states.md's table names: `state`s and *group*s."""
+    states = set(re.findall(r"`([a-z_]+)`", cell))
+    for group in re.findall(r"\*([a-z ]+)\*", cell):
+        states.update(GROUPS[group])
+    return states
+
+
+def documented_transitions() -> dict[str, tuple[set[str], set[str]]]:
+    section = STATES_DOC.read_text().split("## Transitions", 1)[1].split("\n## ", 1)[0]
+    table = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and (name := re.fullmatch(r"`(\w+)`", cells[0])):
+            table[name[1]] = (documented_states(cells[2]), documented_states(cells[3]))
+    return table
+
+
+def test_docs_states_md_shows_the_transition_table_of_the_code():
+    in_code = {name: (set(move.origins), set(move.to)) for name, move in TRANSITIONS.items()}
+    assert documented_transitions() == in_code
+
+
+def test_every_transition_of_the_table_is_made_somewhere():
+    models = Path(__file__).resolve().parents[1] / "crawls" / "models"
+    code = "\n".join(path.read_text() for path in models.glob("*.py"))
+    made = set(re.findall(r'_transition\(\s*"(\w+)"', code)) | set(re.findall(r'TRANSITIONS\["(\w+)"\]', code))
+    assert made == set(TRANSITIONS)
+
+
+def test_a_transition_to_a_state_outside_its_table_is_a_programming_error(make_crawl):
+    crawl = make_crawl(S.RUNNING, started_at=NOW)
+    token = claim(crawl)
+    with pytest.raises(AssertionError):
+        crawl.mark_finishing(S.COMPLETE, token, LATER)
+    crawl.refresh_from_db()
+    assert crawl.status == S.RUNNING

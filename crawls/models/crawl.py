@@ -28,7 +28,7 @@ from crawls.models.events import CrawlEvent, iso
 from crawls.models.org import Org
 from crawls.models.process import Process, ProcessStatus
 from crawls.models.profiles import BrowserProfile
-from crawls.models.statuses import DISK_PAUSE, CrawlStatus, Intent, StopReason
+from crawls.models.statuses import DISK_PAUSE, TRANSITIONS, CrawlStatus, Intent, StopReason
 
 S = CrawlStatus
 
@@ -104,8 +104,9 @@ class CrawlQuerySet(LeaseQuerySet):
         (a resumed crawl stays queued) and get the reason. Waiting states emit no event
         (as `mark_waiting`): webhooks hear of starts and ends, not of waits.
         """
-        due = self.not_started().due(now).exclude(waiting_reason=reason)
-        changed = due.filter(started_at__isnull=True).update(status=S.WAITING_CAPACITY,
+        (to,), origins = TRANSITIONS["wait_for_capacity"]
+        due = self.filter(status__in=origins).due(now).exclude(waiting_reason=reason)
+        changed = due.filter(started_at__isnull=True).update(status=to,
                                                               waiting_reason=reason, updated_at=now)
         changed += due.filter(started_at__isnull=False).update(waiting_reason=reason, updated_at=now)
         return changed
@@ -269,13 +270,18 @@ class Crawl(CrawlLimits, UserIntents, RunnerTransitions, Leased):
 
     # --- transitions -----------------------------------------------------------------
 
-    def _transition(self, to: str, allowed, now, *, token: int | None = None,
+    def _transition(self, name: str, now, *, to: str | None = None, token: int | None = None,
                     event: str | None = None, **fields) -> bool:
-        """Set status `to` only from `allowed` (and with our token); False if refused."""
+        """Make transition `name` of TRANSITIONS, to status `to` (its only one if None), only
+        from the states it may leave (and with our token); False if refused."""
+        move = TRANSITIONS[name]
+        if to is None:
+            (to,) = move.to  # a transition to one of several states must name it
+        assert to in move.to, (name, to)
         fields = {"status": to, "updated_at": now, **fields}
         fence = token is None and "lease_owner" in fields
         with transaction.atomic():
-            rows = self._rows(status__in=allowed)
+            rows = self._rows(status__in=move.origins)
             if token is not None:
                 rows = rows.filter(lease_token=token)
             # A user transition takes the row from any runner holding it: bump the fencing

@@ -30,7 +30,7 @@ class UserIntents:
 
     def pause(self, now: dt.datetime) -> None:
         limit = conf.get().pause_limit
-        if self._transition(S.PAUSED, S.NOT_STARTED, now, event="crawl.paused",
+        if self._transition("pause", now, event="crawl.paused",
                             paused_at=now, intent="", waiting_reason="",
                             retry_at=now + dt.timedelta(seconds=limit), lease_owner=""):
             return
@@ -45,7 +45,7 @@ class UserIntents:
         self.intent = Intent.PAUSE
 
     def resume(self, now: dt.datetime) -> None:
-        if self._transition(S.QUEUED, [S.PAUSED], now, event="crawl.resumed", intent="",
+        if self._transition("resume", now, event="crawl.resumed", intent="",
                             paused_at=None, retry_at=now, lease_owner="", waiting_reason=""):
             return
         # A pause the runner has not carried out yet is simply withdrawn.
@@ -62,7 +62,7 @@ class UserIntents:
     def _end_on_request(self, intent: str, now: dt.datetime) -> None:
         """A crawl that never started ends canceled at once; others are ended by the runner."""
         if not self.has_runtime and self._transition(
-            S.CANCELED, S.NOT_STARTED, now, event="crawl.canceled", intent="",
+            "cancel", now, event="crawl.canceled", intent="",
             stop_reason=StopReason.USER, finished_at=now, retry_at=None, lease_owner="",
             waiting_reason="",
         ):
@@ -78,7 +78,7 @@ class UserIntents:
     def retry(self, now: dt.datetime) -> None:
         """Queue a failed or canceled crawl again, as a new attempt with fresh progress."""
         if not self._transition(
-            S.QUEUED, [S.FAILED, S.CANCELED], now, event="crawl.queued",
+            "retry", now, event="crawl.queued",
             attempts=self.attempts + 1, retry_at=now, lease_owner="", intent="",
             stop_reason="", error="", error_detail="", waiting_reason="", finished_at=None,
             started_at=None, pages_found=0, pages_done=0, pages_failed=0, elapsed_seconds=0, stalls=0,
@@ -136,7 +136,7 @@ class UserIntents:
                 "page_limit": len(urls), "size_limit": None, "time_limit": None,
             }
             if not self._transition(
-                S.QUEUED, (*S.SUCCESSFUL, S.FAILED), now, event="crawl.queued",
+                "retry_failed_pages", now, event="crawl.queued",
                 config_override=override, attempts=self.attempts + 1, retry_at=now,
                 lease_owner="", intent="", stop_reason="", error="", error_detail="",
                 waiting_reason="", finished_at=None, redis_db=None, stalls=0, progress_at=None, pages_failed=0,

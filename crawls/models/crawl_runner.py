@@ -83,29 +83,27 @@ class RunnerTransitions:
         return True
 
     def mark_waiting(self, status: str, reason: str, token: int, now) -> bool:
-        allowed = (*S.NOT_STARTED, S.STARTING, S.RUNNING)
-        return self._transition(status, allowed, now, token=token, waiting_reason=reason)
+        return self._transition("mark_waiting", now, to=status, token=token, waiting_reason=reason)
 
     def mark_starting(self, token: int, now) -> bool:
         # Each session starts the stall clock afresh: time paused or queued is not a stall.
-        return self._transition(S.STARTING, (*S.NOT_STARTED, S.RUNNING), now, token=token,
-                                waiting_reason="", progress_at=now)
+        return self._transition("mark_starting", now, token=token, waiting_reason="",
+                                progress_at=now)
 
     def mark_running(self, token: int, now) -> bool:
         first = self.started_at is None
         return self._transition(
-            S.RUNNING, (S.STARTING, S.WAITING_CAPACITY, S.PENDING_WAIT, S.GENERATE_WACZ), now,
-            token=token, event="crawl.started" if first else None,
+            "mark_running", now, token=token, event="crawl.started" if first else None,
             started_at=self.started_at or now, waiting_reason="",
         )
 
     def mark_finishing(self, status: str, token: int, now) -> bool:
-        return self._transition(status, S.RUNNING_STATES, now, token=token)
+        return self._transition("mark_finishing", now, to=status, token=token)
 
     def mark_paused(self, token: int, now, reason: str = "") -> bool:
         limit = conf.get().pause_limit
         return self._transition(
-            S.PAUSED, (*S.RUNNING_STATES, S.WAITING_CAPACITY), now, token=token,
+            "mark_paused", now, token=token,
             event="crawl.paused", intent="", paused_at=now, waiting_reason=reason,
             retry_at=now + dt.timedelta(seconds=limit), lease_owner="",
         )
@@ -117,11 +115,10 @@ class RunnerTransitions:
         It keeps its Redis database until the runner has flushed it (`release_redis_db`):
         released first, it could be won and filled by another crawl before our flush.
         """
-        assert status in S.FINAL, status
         event = EVENT_FOR_FINAL.get(status, "crawl.stopped")
         with transaction.atomic():
             if not self._transition(
-                status, S.ACTIVE, now, token=token, event=event, stop_reason=stop_reason,
+                "finish", now, to=status, token=token, event=event, stop_reason=stop_reason,
                 error=error, error_detail=error_detail, finished_at=now, retry_at=None, lease_owner="", intent="",
                 waiting_reason="",
             ):

@@ -6,6 +6,8 @@ Their own module because org.py and profiles.py need them too and sit below craw
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from django.db import models
 
 DISK_PAUSE = "paused: disk"  # waiting_reason of crawls the runner paused for disk space
@@ -45,6 +47,38 @@ S.SUCCESSFUL = (
     S.COMPLETE, S.STOPPED_BY_USER, S.STOPPED_QUOTA_REACHED, S.STOPPED_TIME_LIMIT,
     S.STOPPED_SIZE_LIMIT, S.STOPPED_PAGE_LIMIT, S.STOPPED_PAUSE_LIMIT,
 )
+
+
+
+class Move(NamedTuple):
+    """A change of state: the states it may lead to, and the only ones it may leave."""
+
+    to: tuple[str, ...]
+    origins: tuple[str, ...]
+
+
+# Every change of a crawl's state, by the Crawl method that makes it: `Crawl._transition`
+# takes its guard from here, so no call site names its own previous states. docs/states.md
+# shows the same table (tests/test_transitions.py compares the two).
+TRANSITIONS: dict[str, Move] = {
+    # What people ask (crawl_intents.py): at once only where no crawler runs.
+    "pause": Move((S.PAUSED,), S.NOT_STARTED),
+    "resume": Move((S.QUEUED,), (S.PAUSED,)),
+    "cancel": Move((S.CANCELED,), S.NOT_STARTED),  # a stop too, before any crawler ran
+    "retry": Move((S.QUEUED,), (S.FAILED, S.CANCELED)),
+    "retry_failed_pages": Move((S.QUEUED,), (*S.SUCCESSFUL, S.FAILED)),
+    # The runner (crawl_runner.py), each with its lease token.
+    "mark_waiting": Move((S.WAITING_CAPACITY, S.WAITING_ORG_LIMIT),
+                         (*S.NOT_STARTED, S.STARTING, S.RUNNING)),
+    "mark_starting": Move((S.STARTING,), (*S.NOT_STARTED, S.RUNNING)),
+    "mark_running": Move((S.RUNNING,),
+                         (S.STARTING, S.WAITING_CAPACITY, S.PENDING_WAIT, S.GENERATE_WACZ)),
+    "mark_finishing": Move((S.PENDING_WAIT, S.GENERATE_WACZ), S.RUNNING_STATES),
+    "mark_paused": Move((S.PAUSED,), (*S.RUNNING_STATES, S.WAITING_CAPACITY)),
+    "finish": Move(S.FINAL, S.ACTIVE),
+    # Due crawls no runner holds, many at once (CrawlQuerySet.wait_for_capacity).
+    "wait_for_capacity": Move((S.WAITING_CAPACITY,), S.NOT_STARTED),
+}
 
 
 class StopReason(models.TextChoices):
