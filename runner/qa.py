@@ -38,7 +38,7 @@ from archiver_crawler.warc import Exchange
 from django.db import transaction
 
 from archiver.errors import ArchiverError
-from crawls import dedup, diffing
+from crawls import dedup, diffing, kept_wacz
 from crawls.models import Crawl, PageReview
 
 # As the crawler waits by default (load, then network idle): what a script draws late shows.
@@ -73,7 +73,7 @@ class Replayed:
 class ArchiveExchanger:
     """Answers the replaying browser from the archives only."""
 
-    def __init__(self, archives: diffing.Archives, records: dict[str, diffing.Capture]):
+    def __init__(self, archives: kept_wacz.Archives, records: dict[str, kept_wacz.Capture]):
         self.archives, self.records = archives, records
 
     def check_literal(self, url: str) -> None:
@@ -84,10 +84,10 @@ class ArchiveExchanger:
 
     async def exchange(self, method: str, url: str, headers: dict[str, str],
                        body: bytes | None) -> Exchange:
-        key = diffing.normalize_url(url)
+        key = kept_wacz.normalize_url(url)
         capture = self.records.get(key) if key and method.upper() in ("GET", "HEAD") else None
         record = self.archives.record(capture) if capture is not None else None
-        answer = diffing.http_response(record) if record is not None else None
+        answer = kept_wacz.http_response(record) if record is not None else None
         if answer is None:
             raise FetchError(f"not in the archive: {url}")
         status, reason, response_headers, payload = answer
@@ -108,7 +108,7 @@ def review(crawl: Crawl, settings, limit: int | None = None, workers: int = 2,
     if chromium is None:
         raise NoBrowser("no Chromium to replay in (install the chromium package, or set "
                             "ARCHIVER_CHROMIUM to its path)")
-    with diffing.Archives(settings) as archives:
+    with kept_wacz.Archives(settings) as archives:
         try:
             diffing.check_kept(crawl)
             pages = archives.captures(crawl)
@@ -147,21 +147,21 @@ def review(crawl: Crawl, settings, limit: int | None = None, workers: int = 2,
     return len(rows)
 
 
-def held_records(archives: diffing.Archives, crawl: Crawl) -> tuple[dict, dict]:
+def held_records(archives: kept_wacz.Archives, crawl: Crawl) -> tuple[dict, dict]:
     """Every record of the crawl's archives and of those they require, by URL; and the
     capture's screenshots (urn:view:) by page URL."""
-    records: dict[str, diffing.Capture] = {}
-    views: dict[str, diffing.Capture] = {}
+    records: dict[str, kept_wacz.Capture] = {}
+    views: dict[str, kept_wacz.Capture] = {}
     files = dedup.with_required(list(crawl.files.order_by("created_at", "pk")))
     for crawl_file in files:
         archive = archives.open(crawl_file)
-        for url, capture in diffing.read_index(archive).items():
+        for url, capture in kept_wacz.read_index(archive).items():
             capture.file = crawl_file
             if capture.digest and not capture.revisit:
                 archives.by_digest.setdefault(capture.digest, capture)
             if crawl_file.crawl_id == crawl.pk or url not in records:
                 records[url] = capture
-        for url, capture in diffing.screenshots(archive).items():
+        for url, capture in kept_wacz.screenshots(archive).items():
             capture.file = crawl_file
             views[url] = capture
     # Revisits resolved now: the exchanger answers inside the event loop, where the
@@ -205,14 +205,14 @@ async def replay_one(engine: BrowserEngine, url: str, shot: Path) -> Replayed:
                     missing, shot if capture.screenshot else None, capture.error)
 
 
-def judge(crawl: Crawl, settings, archives: diffing.Archives, page: diffing.Capture,
-          view: diffing.Capture | None, replayed: Replayed, now: dt.datetime) -> PageReview:
+def judge(crawl: Crawl, settings, archives: kept_wacz.Archives, page: kept_wacz.Capture,
+          view: kept_wacz.Capture | None, replayed: Replayed, now: dt.datetime) -> PageReview:
     text = None if replayed.error else diffing.text_similarity(archives.text(page), replayed.text)
     resources = (1 - len(replayed.missing) / replayed.resources) if replayed.resources else None
     shot = None
     if view is not None and replayed.shot is not None:
         record = archives.record(view)
-        taken = diffing.warc_block(record) if record else None
+        taken = kept_wacz.warc_block(record) if record else None
         shot = shot_similarity(taken, replayed.shot.read_bytes()) if taken else None
     scores = [s for s in (text, resources, shot) if s is not None]
     return PageReview(

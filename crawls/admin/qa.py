@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 
 from archiver import conf
-from crawls import diffing
+from crawls import kept_wacz
 from crawls.admin.views import require
 from crawls.models import Crawl, PageReview, review_summary
 
@@ -51,14 +51,14 @@ def qa_shot(modeladmin, request, pk: str, review: int, kind: str):
 
 
 def capture_shot(row: PageReview, settings) -> bytes | None:
-    with diffing.Archives(settings) as archives:
+    with kept_wacz.Archives(settings) as archives:
         for crawl_file in row.crawl.files.order_by("-created_at", "-pk"):
             try:
-                view = diffing.screenshots(archives.open(crawl_file)).get(row.url)
-            except diffing.DiffRefused:
+                view = kept_wacz.screenshots(archives.open(crawl_file)).get(row.url)
+            except kept_wacz.DiffRefused:
                 continue
             if view is not None:
                 view.file = crawl_file
                 record = archives.record(view)
-                return diffing.warc_block(record) if record else None
+                return kept_wacz.warc_block(record) if record else None
     return None
