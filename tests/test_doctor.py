@@ -288,7 +288,7 @@ def test_no_chromium_a_broken_one_and_none_are_each_one_line(tmp_path, monkeypat
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing called chromium on it
     monkeypatch.setattr(doctor, "VERSION_TIMEOUT", 1.0)
     if Path("/usr/bin/chromium").exists():
-        monkeypatch.setattr("archiver.conf.CHROMIUM_NAMES", ("chromium", "chromium-browser"))
+        monkeypatch.setattr("archiver.options.launchers.CHROMIUM_NAMES", ("chromium", "chromium-browser"))
     found = doctor.check_local_browser(Settings(launcher="local"))
     assert found.status == "ok" and "no Chromium found" in found.text and "HTTP mode" in found.text
     gone = doctor.check_local_browser(Settings(launcher="local", chromium=str(tmp_path / "gone")))

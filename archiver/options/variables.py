@@ -1,0 +1,50 @@
+"""The ARCHIVER_* variable of each setting, and which of them are secrets."""
+
+from __future__ import annotations
+
+# Field of Settings -> its variable (every one ARCHIVER_ + the field's name, but one).
+ENV = {
+    "data_dir": "ARCHIVER_DATA_DIR",
+    "database_url": "ARCHIVER_DATABASE_URL",
+    "redis_url": "ARCHIVER_REDIS_URL",
+    "launcher": "ARCHIVER_LAUNCHER",
+    "crawler_image": "ARCHIVER_CRAWLER_IMAGE",
+    "crawler_kind": "ARCHIVER_CRAWLER_KIND",
+    "max_concurrent_crawls": "ARCHIVER_MAX_CONCURRENT_CRAWLS",
+    "lease_seconds": "ARCHIVER_LEASE_SECONDS",
+    "poll_interval": "ARCHIVER_POLL_INTERVAL",
+    "stall_minutes": "ARCHIVER_STALL_MINUTES",
+    "pause_limit": "ARCHIVER_PAUSE_LIMIT",
+    "retention_days": "ARCHIVER_RETENTION_DAYS",
+    "disk_threshold_percent": "ARCHIVER_DISK_THRESHOLD",
+    "max_launch_attempts": "ARCHIVER_MAX_LAUNCH_ATTEMPTS",
+    "webhook_allow_hosts": "ARCHIVER_WEBHOOK_ALLOW_HOSTS",
+    "webhook_allow_domains": "ARCHIVER_WEBHOOK_ALLOW_DOMAINS",
+    "instance_id": "ARCHIVER_INSTANCE_ID",
+    "trusted_proxies": "ARCHIVER_TRUSTED_PROXIES",
+    "archive_max_bytes": "ARCHIVER_ARCHIVE_MAX_BYTES",
+    "docker_timeout": "ARCHIVER_DOCKER_TIMEOUT",
+    "local_crawler_command": "ARCHIVER_LOCAL_CRAWLER_COMMAND",
+    "chromium": "ARCHIVER_CHROMIUM",
+    "crawl_allow_networks": "ARCHIVER_CRAWL_ALLOW_NETWORKS",
+    "crawl_log_mb": "ARCHIVER_CRAWL_LOG_MB",
+    "swarm_constraints": "ARCHIVER_SWARM_CONSTRAINTS",
+    "swarm_org_constraints": "ARCHIVER_SWARM_ORG_CONSTRAINTS",
+    "storage_url": "ARCHIVER_STORAGE_URL",
+    "storage_endpoint": "ARCHIVER_STORAGE_ENDPOINT",
+    "storage_region": "ARCHIVER_STORAGE_REGION",
+    "storage_access_key": "ARCHIVER_STORAGE_ACCESS_KEY",
+    "storage_secret_key": "ARCHIVER_STORAGE_SECRET_KEY",
+    "storage_crawler_access_key": "ARCHIVER_STORAGE_CRAWLER_ACCESS_KEY",
+    "storage_crawler_secret_key": "ARCHIVER_STORAGE_CRAWLER_SECRET_KEY",
+    "redis_bind": "ARCHIVER_REDIS_BIND",
+    "redis_public_url": "ARCHIVER_REDIS_PUBLIC_URL",
+    "redis_max_bytes": "ARCHIVER_REDIS_MAX_BYTES",
+    "crawl_redis_max_bytes": "ARCHIVER_CRAWL_REDIS_MAX_BYTES",
+    "dedup_max_payloads": "ARCHIVER_DEDUP_MAX_PAYLOADS",
+    "replay_url": "ARCHIVER_REPLAY_URL",
+    "replay_bind": "ARCHIVER_REPLAY_BIND",
+}
+# Their values are never repeated in an error message (nor anywhere else).
+SECRET_VARIABLES = {"ARCHIVER_STORAGE_ACCESS_KEY", "ARCHIVER_STORAGE_SECRET_KEY",
+                    "ARCHIVER_STORAGE_CRAWLER_ACCESS_KEY", "ARCHIVER_STORAGE_CRAWLER_SECRET_KEY"}
