@@ -43,6 +43,8 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 START_TIMEOUT = 10.0
 WATCH_INTERVAL = 2.0  # seconds between two pings of the watch
 MAX_RESTART_BACKOFF = 60.0  # seconds between two attempts to start a server that will not start
+MIN_DATABASES = 256
+PAUSED_PER_RUNNING = 3  # paused crawls keep their database without counting as running
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,13 @@ def for_crawlers(endpoint: RedisEndpoint, public_url: str | None) -> RedisEndpoi
                    port=parts.port or endpoint.port)
 
 
+def databases_for(settings: Settings) -> int:
+    """The databases the embedded Redis needs: one per crawl holding state (database 0 is no
+    crawl's), for every running crawl and room for PAUSED_PER_RUNNING paused ones each. An
+    empty database costs Redis about 0.5 kB and no CPU (docs/scaling.md)."""
+    return max(MIN_DATABASES, (1 + PAUSED_PER_RUNNING) * settings.max_concurrent_crawls + 1)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -134,9 +143,8 @@ def free_port() -> int:
 class EmbeddedRedis:
     """The runner's own redis-server, kept across daemon restarts."""
 
-    DATABASES = 256
-
     def __init__(self, settings: Settings):
+        self.databases = databases_for(settings)
         self.bind = settings.redis_bind
         # The runner's own connections: the first address bound, or loopback for a wildcard.
         self.host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.bind[0], self.bind[0])
@@ -154,6 +162,8 @@ class EmbeddedRedis:
         if state:
             endpoint = self._endpoint(state)
             if self._answers(endpoint):
+                if self._too_few_databases(endpoint):
+                    return self._restart(state)
                 log.info("reusing the embedded Redis (pid %s, port %s)", state["pid"], state["port"])
                 self._limit(endpoint)  # it may have been started by a version without the limit
                 return endpoint
@@ -163,6 +173,30 @@ class EmbeddedRedis:
         else:
             port, password = free_port(), secrets.token_urlsafe(24)
         return self._start(port, password)
+
+    def _too_few_databases(self, endpoint: RedisEndpoint) -> bool:
+        """Whether the running server has fewer databases than the concurrency needs now
+        (started before ARCHIVER_MAX_CONCURRENT_CRAWLS was raised): Redis cannot add any
+        while it runs."""
+        client = endpoint.client()
+        try:
+            have = int(client.config_get("databases").get("databases", self.databases))
+        except redis.RedisError as exc:
+            log.warning("could not read the embedded Redis's databases (%s)", type(exc).__name__)
+            return False
+        finally:
+            client.close()
+        if have >= self.databases:
+            return False
+        log.warning("the embedded Redis has %s databases and the concurrency needs %s: "
+                    "restarting it (its append-only file keeps the crawls' state)", have, self.databases)
+        return True
+
+    def _restart(self, state: dict) -> RedisEndpoint:
+        """Stop the server cleanly and start it again on its port with its password. Its ACL
+        users are lost: the daemon starting now grants every held crawl's again (Held.granted)."""
+        self.stop()
+        return self._start(state["port"], state["password"])
 
     def _kill_hung(self, state: dict) -> None:
         """Our redis-server is alive but does not answer (stopped, wedged): it must be gone
@@ -209,7 +243,7 @@ class EmbeddedRedis:
         # The password goes into a 0600 file, not the command line other users can read.
         _write_private(config, "\n".join([
             f"bind {' '.join(self.bind)}", f"port {port}", f"dir {self.dir}", "appendonly yes",
-            "appendfsync everysec", f"databases {self.DATABASES}", 'save ""',
+            "appendfsync everysec", f"databases {self.databases}", 'save ""',
             f"requirepass {password}", "logfile redis.log", "protected-mode yes",
             f"maxmemory {self.max_bytes}", "maxmemory-policy noeviction", "",
         ]))
@@ -251,7 +285,7 @@ class EmbeddedRedis:
 
     def _endpoint(self, state: dict) -> RedisEndpoint:
         return RedisEndpoint(host=self.host, port=state["port"], password=state["password"],
-                             databases=self.DATABASES)
+                             databases=self.databases)
 
     @staticmethod
     def _answers(endpoint: RedisEndpoint) -> bool:
@@ -307,7 +341,12 @@ def _write_private(path: Path, text: str) -> None:
 def connect(settings: Settings) -> tuple[RedisEndpoint, EmbeddedRedis | None]:
     """The endpoint to use, and the embedded server when we own one."""
     if settings.redis_url:
-        return external(settings.redis_url), None
+        endpoint = external(settings.redis_url)
+        if endpoint.databases <= settings.max_concurrent_crawls:
+            log.warning("Redis at %s:%s has %s databases: at most %s crawls can hold state there "
+                        "(its `databases` setting; the embedded one would have %s)", endpoint.host,
+                        endpoint.port, endpoint.databases, endpoint.databases - 1, databases_for(settings))
+        return endpoint, None
     embedded = EmbeddedRedis(settings)
     return embedded.ensure(), embedded
 
