@@ -24,7 +24,7 @@ from django.db.models import Sum
 from archiver import conf
 from archiver.errors import ActionRefused, ConfigError, NotAllowed
 from crawls import wake
-from crawls.config import MAX_REGEXES, MAX_TAGS, CrawlConfig, check_regex, clean_tags, shown
+from crawls.config import CrawlConfig
 from crawls.lease import db_now
 from crawls.models import (
     MAX_SCALE,
@@ -37,6 +37,7 @@ from crawls.models import (
     check_deletable,
 )
 from crawls.retention import delete_all_files
+from crawls.rules import MAX_REGEXES, MAX_TAGS, check_regex, clean_tags, shown
 from crawls.storage import StorageError
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ def nudge() -> None:
 
 
 def check_tags(tags: list[str]) -> list[str]:
-    """The same rules as every tag list (crawls.config.Tags), named as `archiver add --tag`."""
+    """The same rules as every tag list (crawls.rules.Tags), named as `archiver add --tag`."""
     if len(tags) > MAX_TAGS:
         raise ActionRefused(f"--tag: at most {MAX_TAGS} tags", ActionRefused.INVALID)
     try:

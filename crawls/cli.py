@@ -36,15 +36,8 @@ from rich.text import Text
 from archiver import conf
 from archiver.conf import duration_in_seconds
 from archiver.errors import ArchiverError
-from crawls.config import (
-    RANGE_TEXT,
-    SHOWN,
-    CrawlConfig,
-    input_context,
-    range_message,
-    shown,
-    size_in_bytes,
-)
+from crawls.config import CrawlConfig, input_context, size_in_bytes
+from crawls.rules import RANGE_TEXT, SHOWN, range_message, shown
 
 MAX_ID = 2**63 - 1  # the largest primary key the databases store
 CRAWL_ID_LENGTH = 32

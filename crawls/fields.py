@@ -10,7 +10,8 @@ from django.core.exceptions import ValidationError as FieldError
 from django.core.validators import MaxValueValidator, MinValueValidator
 
 from archiver.errors import ConfigError
-from crawls.config import MAX_SIZE, parse_tags
+from crawls.config import MAX_SIZE
+from crawls.rules import parse_tags
 
 # Highest accepted value of each quota; all fit their PositiveInteger columns.
 QUOTA_LIMITS = {

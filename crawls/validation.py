@@ -32,9 +32,10 @@ from pydantic import (
 )
 
 from archiver.errors import ConfigError, WebhookRefused
-from crawls.config import CrawlConfig, Tags, first_error, printable, shown
+from crawls.config import CrawlConfig
 from crawls.fields import QUOTA_LIMITS
 from crawls.models import CrawlEvent
+from crawls.rules import Tags, first_error, printable, shown
 from crawls.schedules import check_cron
 from crawls.webhooks import InvalidWebhook, clean_events, clean_secret
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from crawls import ssrf
-from crawls.config import crawlable
+from crawls.rules import crawlable
 
 PASSWORD = "pw-7f3a9c"  # put in hostile URLs; must never appear in any output
 # Deterministic by default, so a CI run cannot fail at random; ARCHIVER_FUZZ_EXAMPLES=2000

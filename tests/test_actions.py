@@ -8,8 +8,9 @@ import pytest
 
 from archiver.errors import ActionRefused
 from crawls import actions
-from crawls.config import MAX_REGEXES, CrawlConfig
+from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlStatus, Org
+from crawls.rules import MAX_REGEXES
 
 S = CrawlStatus
 pytestmark = pytest.mark.django_db

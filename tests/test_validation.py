@@ -7,7 +7,8 @@ import pytest
 
 from archiver.errors import ConfigError
 from crawls import ssrf
-from crawls.config import CrawlConfig, parse_size, parse_tags
+from crawls.config import CrawlConfig, parse_size
+from crawls.rules import parse_tags
 from crawls.validation import OrgInput, ScheduleInput, WebhookInput
 
 # --- seed URLs and hosts --------------------------------------------------------------------

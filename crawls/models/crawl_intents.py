@@ -13,12 +13,13 @@ from django.db.models import F
 
 from archiver import conf
 from archiver.errors import NotAllowed
-from crawls.config import MAX_SEEDS, CrawlConfig, check_regex, crawlable
+from crawls.config import MAX_SEEDS, CrawlConfig
 from crawls.models.events import CrawlMessage
 from crawls.models.org import Org
 from crawls.models.pages import SnapshotStatus
 from crawls.models.profiles import BrowserProfile
 from crawls.models.statuses import CrawlStatus, Intent, StopReason
+from crawls.rules import check_regex, crawlable
 
 S = CrawlStatus
 

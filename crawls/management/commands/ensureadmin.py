@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from crawls.cli import ArchiverCommand
-from crawls.config import shown
+from crawls.rules import shown
 
 
 class Command(ArchiverCommand):

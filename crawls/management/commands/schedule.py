@@ -20,7 +20,6 @@ from crawls.cli import (
     parse_crawl_config,
     size_arg,
 )
-from crawls.config import shown
 from crawls.lease import db_now
 from crawls.management.commands.add import (
     BROWSER_OPTIONS,
@@ -29,6 +28,7 @@ from crawls.management.commands.add import (
     find_org,
 )
 from crawls.models import Schedule
+from crawls.rules import shown
 from crawls.validation import check_cron_text
 
 CONFIG_OPTIONS = (
