@@ -21,6 +21,7 @@ and `score`, their mean. The replay's screenshot is kept under the data dir
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import io
 import os
@@ -46,6 +47,11 @@ REPLAY = PageOptions(page_load_timeout=30.0, screenshot=True, settle_timeout=2.0
 THUMB = (320, 200)
 INK = 32  # grey levels apart: a pixel that differs, or is not background
 MAX_PIXELS = 40_000_000  # a screenshot larger than this is not decoded (a bomb)
+# A page's replay and scoring; past it the page is failed with that reason. A page's script
+# can keep its renderer busy for ever: the engine's own bounds (load, each script's answer,
+# a hung browser replaced and the page tried again) let one such page hold a review 126 s.
+PAGE_SECONDS = 60.0
+TEXT_CHARS = 2 << 20  # of a replayed page's text: the captured one is at most 1 MiB
 
 
 class ReviewRefused(ArchiverError):
@@ -99,11 +105,12 @@ class ArchiveExchanger:
 
 def review(crawl: Crawl, settings, limit: int | None = None, workers: int = 2,
            stop: threading.Event | None = None, swap: Callable[[], bool] | None = None,
-           before_swap: Callable[[], None] | None = None) -> int:
+           before_swap: Callable[[], None] | None = None, page_seconds: float | None = None) -> int:
     """Review the crawl's pages (the first `limit`), replacing its reviews: how many.
     `stop` interrupts it between pages (ReviewInterrupted, nothing changed); `swap`, called
     in the transaction that replaces the rows, may refuse it (a lost lease); `before_swap`
-    runs just before that transaction (the lease's renewals stop: no writer waits on it)."""
+    runs just before that transaction (the lease's renewals stop: no writer waits on it);
+    each page is replayed and scored within `page_seconds` (PAGE_SECONDS), else failed."""
     chromium = settings.chromium_path("local")
     if chromium is None:
         raise NoBrowser("no Chromium to replay in (install the chromium package, or set "
@@ -117,17 +124,19 @@ def review(crawl: Crawl, settings, limit: int | None = None, workers: int = 2,
         records, views = held_records(archives, crawl)
         urls = [url for url, capture in pages.items() if capture.is_html or capture.text is not None]
         urls = urls[:limit] if limit else urls
+        resolve_revisits(archives, pages, urls)
         # The new screenshots go to a folder of their own; the rows are swapped in one
         # transaction, and only then the old screenshots go: a review that fails half-way
         # leaves the previous review whole, its rows pointing at images that are there.
         crawl_folder = settings.data_dir / "qa" / crawl.pk
         folder = crawl_folder / f"{dt.datetime.now(dt.UTC):%Y%m%d%H%M%S%f}-{secrets.token_hex(4)}"
+        def score(replayed: Replayed) -> PageReview:
+            return judge(crawl, settings, archives, pages[replayed.url], views.get(replayed.url),
+                         replayed, dt.datetime.now(dt.UTC))
+
         try:
-            replays = asyncio.run(replay_all(chromium, urls, ArchiveExchanger(archives, records),
-                                             workers, folder, stop))
-            now = dt.datetime.now(dt.UTC)
-            rows = [judge(crawl, settings, archives, pages[url], views.get(url), replayed, now)
-                    for url, replayed in zip(urls, replays, strict=True)]
+            rows = asyncio.run(replay_all(chromium, urls, ArchiveExchanger(archives, records), workers,
+                                          folder, score, page_seconds or PAGE_SECONDS, stop))
             if before_swap is not None:
                 before_swap()
             with transaction.atomic():
@@ -176,15 +185,27 @@ def held_records(archives: kept_wacz.Archives, crawl: Crawl) -> tuple[dict, dict
     return records, views
 
 
-async def replay_all(chromium: str, urls: list[str], exchanger: ArchiveExchanger,
-                     workers: int, folder: Path, stop: threading.Event | None = None) -> list[Replayed]:
+def resolve_revisits(archives: kept_wacz.Archives, pages: dict[str, kept_wacz.Capture], urls: list[str]) -> None:
+    """A revisit page's text read now, from the record it names: pages are scored in the
+    event loop, where the database (PayloadDigest, for a third archive) may not be asked."""
+    for url in urls:
+        page = pages[url]
+        if page.revisit and page.text is None:
+            pages[url] = dataclasses.replace(page, revisit=False, warc="", text=archives.text(page))
+
+
+async def replay_all(chromium: str, urls: list[str], exchanger: ArchiveExchanger, workers: int,
+                     folder: Path, score: Callable[[Replayed], PageReview], page_seconds: float,
+                     stop: threading.Event | None = None) -> list[PageReview]:
     options = EngineOptions(executable=chromium, workers=workers, page=REPLAY)
     try:
         engine = BrowserEngine(AddressPolicy(), options, exchanger=exchanger)
         await engine.start()
     except (BrowserUnavailable, OSError) as exc:
         raise ReviewRefused(f"Chromium would not start: {exc}") from None
-    replays = asyncio.gather(*(replay_one(engine, url, folder / f"{n}.png") for n, url in enumerate(urls)))
+    slots = asyncio.Semaphore(workers)  # a page's deadline runs from its turn, not from the queue
+    replays = asyncio.gather(*(review_page(engine, slots, url, folder / f"{n}.png", score, page_seconds)
+                               for n, url in enumerate(urls)))
     try:
         while stop is not None and not replays.done():
             await asyncio.wait([replays], timeout=0.2)
@@ -196,12 +217,32 @@ async def replay_all(chromium: str, urls: list[str], exchanger: ArchiveExchanger
         await engine.close()
 
 
+async def review_page(engine: BrowserEngine, slots: asyncio.Semaphore, url: str, shot: Path,
+                      score: Callable[[Replayed], PageReview], seconds: float) -> PageReview:
+    """The page replayed and scored within `seconds`, else failed with that reason (not tried
+    again: a page that held its tab that long would hold it again)."""
+    late = Replayed(url, None, 0, [], None, f"not replayed and scored within the page's {seconds:g} s")
+    async with slots:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        try:
+            async with asyncio.timeout_at(end):
+                replayed = await replay_one(engine, url, shot)
+        except TimeoutError:
+            return score(late)
+        # Scoring is bounded by its work (the text similarity's budget, thumbnails), so it
+        # is not cut; a page it took past the deadline is failed all the same.
+        row = score(replayed)
+        return row if loop.time() <= end else score(late)
+
+
 async def replay_one(engine: BrowserEngine, url: str, shot: Path) -> Replayed:
     capture = await engine.capture(url)
     missing = [r.url for r in capture.resources if r.exchange is None]
     if capture.screenshot:
         keep_private(shot, capture.screenshot)
-    return Replayed(url, capture.text if capture.load_state >= 3 else None, len(capture.resources),
+    text = capture.text[:TEXT_CHARS] if capture.load_state >= 3 else None
+    return Replayed(url, text, len(capture.resources),
                     missing, shot if capture.screenshot else None, capture.error)
 
 
