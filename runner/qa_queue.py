@@ -2,9 +2,11 @@
 
 Ending such a crawl queues one QualityReview row in the same transaction (Crawl.finish), so
 each end gets exactly one review. It is due once the runner has kept the crawl's files
-(`make_due`, from runner.ending.clean_up). A QaWorker thread of the runner claims due rows
-through the lease queue (crawls/lease.py) and replays them in Chromium: never the tick, which
-a review of many pages would hold for minutes. While it replays, the lease is renewed; a
+(`make_due`, from runner.ending.clean_up). The QaWorker's threads (LANES) claim due rows
+through the lease queue (crawls/lease.py) and replay them in Chromium: never the tick, which
+a review of many pages would hold for minutes. A review is claimed only for an org none of
+whose reviews runs now, so one org's reviews (hostile pages each holding a page's deadline,
+runner/qa.py) take at most one lane and another org's review starts on the other. While it replays, the lease is renewed; a
 runner that dies mid-review leaves the row to expire and be claimed again (the review starts
 over: its rows are swapped in at the end only). The outcome is written with the lease token,
 so a review whose lease was lost changes nothing.
@@ -16,6 +18,7 @@ changes the crawl's own state.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import threading
@@ -32,6 +35,7 @@ from runner.polling import PollingThreads
 
 log = logging.getLogger("runner.daemon")
 R = ReviewStatus
+LANES = 2  # reviews at once in the daemon, each with its own Chromium
 
 
 def make_due(crawl: Crawl, now: dt.datetime) -> bool:
@@ -41,15 +45,23 @@ def make_due(crawl: Crawl, now: dt.datetime) -> bool:
 
 
 def review_next(settings: Settings, owner: str, now: dt.datetime,
-                stop: threading.Event | None = None,
-                clock: Callable[[], dt.datetime] = db_now) -> bool:
-    """Claim one due review and run it: whether one was claimed."""
-    claims = QualityReview.objects.filter(status__in=(R.QUEUED, R.RUNNING)).claim(
-        owner, now, settings.lease_seconds)
+                stop: threading.Event | None = None, clock: Callable[[], dt.datetime] = db_now,
+                claiming: threading.Lock | None = None) -> bool:
+    """Claim one due review and run it: whether one was claimed. `claiming` serialises the
+    claims of one runner's lanes, so each sees the org the other has just taken."""
+    with claiming or contextlib.nullcontext():
+        claims = due_for_a_free_org(now).claim(owner, now, settings.lease_seconds)
     if not claims:
         return False
     run_claimed(settings, claims[0].pk, claims[0].token, now, stop, clock)
     return True
+
+
+def due_for_a_free_org(now: dt.datetime):
+    """Reviews that may be claimed: of orgs none of whose reviews is held under a live lease (a
+    runner's or `archiver qa`'s; a claimed row is marked running only after its claim)."""
+    busy = QualityReview.objects.filter(retry_at__gt=now).exclude(lease_owner="").values("crawl__org_id")
+    return QualityReview.objects.filter(status__in=(R.QUEUED, R.RUNNING)).exclude(crawl__org_id__in=busy)
 
 
 def take(crawl: Crawl, owner: str, now: dt.datetime, lease_seconds: float) -> tuple[QualityReview, int] | None:
@@ -141,18 +153,20 @@ class Renewal:
 
 
 class QaWorker(PollingThreads):
-    """One thread next to the runner's loop that runs due reviews, one at a time."""
+    """Threads next to the runner's loop (LANES), each running due reviews one at a time."""
 
     what = "quality review pass"
 
     def __init__(self, settings: Settings, owner: str, *, poll_interval: float | None = None,
-                 clock: Callable[[], dt.datetime] = db_now):
-        super().__init__([("qa", owner)], settings.poll_interval if poll_interval is None else poll_interval)
+                 clock: Callable[[], dt.datetime] = db_now, lanes: int = LANES):
+        super().__init__([(f"qa-{n}", owner) for n in range(1, lanes + 1)],
+                         settings.poll_interval if poll_interval is None else poll_interval)
         self.settings, self.owner, self.clock = settings, owner, clock
+        self.claiming = threading.Lock()
 
     def pass_once(self, owner: str) -> bool:
         try:
-            return review_next(self.settings, owner, self.clock(), self.stop_event, self.clock)
+            return review_next(self.settings, owner, self.clock(), self.stop_event, self.clock, self.claiming)
         except qa.ReviewInterrupted:
             return False
 
