@@ -29,7 +29,8 @@ from runner.launchers import DockerLauncher, LocalLauncher, install_id
 from runner.progress import ProgressStore
 from runner.redis_server import RedisEndpoint
 from tests.crawler.hosts import PNG, Route, page, serve, warc_targets
-from tests.runner.helpers import drive, is_final
+from tests.runner.helpers import is_final
+from tests.waiting import drive
 
 VARIABLE = "ARCHIVER_CRAWL_ALLOW_NETWORKS"
 REFUSED = ("refused by the crawl address policy: 127.0.0.2 is a loopback address "

@@ -21,8 +21,9 @@ from crawls.models import (
     PayloadDigest,
     dependent_crawls,
 )
-from tests.runner.helpers import drive, is_final
+from tests.runner.helpers import is_final
 from tests.sitegen import Response, serve_site
+from tests.waiting import drive
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 

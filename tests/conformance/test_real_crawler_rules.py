@@ -14,8 +14,9 @@ import pytest
 from django.core.management import call_command
 
 from crawls.models import Crawl, CrawlStatus, ExitReason, Snapshot, SnapshotStatus
-from tests.runner.helpers import drive, is_final, wacz_pages
+from tests.runner.helpers import is_final, wacz_pages
 from tests.sitegen import serve_site
+from tests.waiting import drive, wait_for_pages
 
 S = CrawlStatus
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
@@ -92,7 +93,7 @@ def test_sigterm_ends_a_session_with_exit_11_and_no_wacz_and_the_next_wacz_holds
         urls = pages_of(site, "a.html", "c.html", "target.html", "a1.html", "b1.html", "a2.html")
         crawl = make_crawl(*urls)
         runner = fake_runner(delay=0.4)
-        drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= 2)
+        wait_for_pages(runner, crawl, 2)
         first = crawl.processes.get()
         os.killpg(first.pid, signal.SIGTERM)  # what `docker stop` sends
         drive(runner, lambda: crawl.processes.count() == 2)
@@ -116,7 +117,7 @@ def test_a_kill_without_the_oom_flag_is_a_crash_relaunched_not_oom(fake_runner, 
     with serve_site() as site:
         crawl = make_crawl(*pages_of(site, "a.html", "c.html", "target.html", "a1.html", "b1.html"))
         runner = fake_runner(delay=0.4)
-        drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= 1)
+        wait_for_pages(runner, crawl, 1)
         wrapper = crawl.processes.get().pid
         (child,) = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
         os.kill(int(child), signal.SIGKILL)  # what `docker kill` does: 137, OOMKilled false

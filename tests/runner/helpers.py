@@ -1,4 +1,5 @@
-"""Helpers for runner integration tests: drive a runner on the real clock, slow sites, files."""
+"""Helpers for runner integration tests: what a crawl reached, slow sites, files (a runner is
+driven by tests/waiting.py's `drive`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import hashlib
 import json
 import os
 import stat
-import time
 import zipfile
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -14,19 +14,7 @@ from pathlib import Path
 
 from crawls.models import Crawl
 from tests.sitegen import serve_site
-
-
-def drive(runner, until: Callable[[], bool], timeout: float = 60.0, pause: float = 0.1) -> None:
-    """Tick `runner` on the real clock until `until()` holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not until():
-        if time.monotonic() > deadline:
-            states = list(Crawl.objects.values_list("id", "status", "pages_done", "waiting_reason", "error"))
-            logs = "\n".join(f"--- {path}\n{path.read_text(errors='replace')[-3000:]}"
-                             for path in runner.settings.crawls_dir.glob("*/*/process-*.log"))
-            raise AssertionError(f"not reached within {timeout} s; crawls: {states}\n{logs}")
-        runner.tick()
-        time.sleep(pause)
+from tests.waiting import drive, wait_for_pages
 
 
 def status_of(crawl: Crawl) -> str:
@@ -156,7 +144,7 @@ def pause_and_resume(runner, make_crawl, settings, running: Callable[[], list]) 
 
     with slow_site(pages=20, delay=0.1) as site:
         crawl = make_crawl(site.url)
-        drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= 3, timeout=30)
+        wait_for_pages(runner, crawl, 3)
         call_command("pause", crawl.pk, stdout=io.StringIO())
         drive(runner, lambda: status_of(crawl) == "paused", timeout=30)
         assert running() == []

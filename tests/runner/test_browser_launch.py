@@ -9,7 +9,6 @@ import stat
 import sys
 import tarfile
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from runner.launchers import DockerLauncher, LaunchSpec, LocalLauncher
 from runner.redis_server import RedisEndpoint
 from tests.profile_tars import good_profile
 from tests.runner.step_helpers import T0
+from tests.waiting import wait_for
 
 S = CrawlStatus
 OPTIONS = dict(behaviors=["autoscroll", "siteSpecific"], page_load_timeout=45, post_load_delay=2,
@@ -136,10 +136,7 @@ def test_the_local_launcher_passes_the_flags_and_the_profile_s_own_path(settings
     spec = spec_with_browser(settings, login_profile, settings.crawls_dir / "b0b0" / "0")
     launched = launcher.launch(spec)
     try:
-        deadline = time.monotonic() + 20
-        while not (spec.instance_dir / "argv.json").exists():
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for((spec.instance_dir / "argv.json").exists, what="the crawler's argv.json")
     finally:
         launcher.remove(launched.ref)
     argv = json.loads((spec.instance_dir / "argv.json").read_text())
@@ -180,13 +177,6 @@ def test_a_docker_instance_gets_the_flags_and_its_profile_mounted_read_only(
         assert "./Default/Cookies" in archive.getnames()
 
 
-def wait_for(path: Path, seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
-
-
 def test_a_crawl_added_with_browser_reaches_the_local_crawler_process_with_browser_and_chromium(
         make_runner, org, settings, tmp_path, monkeypatch):
     """`archiver add --browser` to the local crawler's argv. The crawler here only reports its
@@ -222,7 +212,7 @@ def test_a_crawl_added_with_browser_reaches_the_local_crawler_process_with_brows
     crawl.refresh_from_db()
     assert crawl.status == S.RUNNING, crawl.error
     argv_file = local.crawls_dir / crawl.pk / "0" / "argv.json"
-    wait_for(argv_file)
+    wait_for(argv_file.exists, what=f"{argv_file}")
     argv = json.loads(argv_file.read_text())
     assert argv[-5:] == ["--browser", "--lang", "de", "--chromium", str(chromium)]
     assert argv[argv.index("--text") + 1] == "to-pages"  # every crawler writes the page text

@@ -18,8 +18,9 @@ from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, Snapshot
 from runner.launchers import LocalLauncher, crawler_command
 from tests.jssite import js_pages, js_site
-from tests.runner.helpers import drive, is_final
+from tests.runner.helpers import is_final
 from tests.sitegen import serve_site
+from tests.waiting import drive
 
 CHROMIUM = "/usr/bin/chromium"
 PAGES = 7

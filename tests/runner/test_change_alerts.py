@@ -25,7 +25,8 @@ from crawls.lease import db_now
 from crawls.models import ChangeCheck, Crawl, CrawlEvent, CrawlStatus, Webhook, WebhookDelivery
 from crawls.schedules import create_schedule
 from runner.webhooks import deliver_due_webhooks
-from tests.runner.helpers import drive, is_final
+from tests.runner.helpers import is_final
+from tests.waiting import drive
 from tests.webhooks.receivers import SECRET, Receiver, allow
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -26,8 +26,9 @@ from crawls.lease import db_now
 from crawls.models import CrawlStatus
 from runner.launchers import DockerLauncher
 from tests.runner.engine_sockets import UnixForwarder
-from tests.runner.helpers import drive, is_final, our_containers
+from tests.runner.helpers import is_final, our_containers
 from tests.sitegen import serve_site
+from tests.waiting import drive
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]

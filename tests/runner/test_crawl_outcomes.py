@@ -11,8 +11,9 @@ from django.core.management import call_command
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, ExitReason, Snapshot, SnapshotStatus
 from runner.launchers import LocalLauncher, hostname
-from tests.runner.helpers import drive, is_final, script
+from tests.runner.helpers import is_final, script
 from tests.sitegen import serve_site
+from tests.waiting import drive
 
 S = CrawlStatus
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]

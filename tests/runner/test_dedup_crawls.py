@@ -14,8 +14,9 @@ from crawls import dedup
 from crawls.lease import db_now
 from crawls.models import CrawlFile, CrawlStatus, FileDependency
 from tests.crawler.wacz_check import wacz_validate
-from tests.runner.helpers import drive, is_final
+from tests.runner.helpers import is_final
 from tests.sitegen import serve_site
+from tests.waiting import drive
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 

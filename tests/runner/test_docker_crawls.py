@@ -11,8 +11,9 @@ from crawls.lease import db_now
 from crawls.models import CrawlStatus, ProcessStatus
 from runner.launchers import DockerLauncher
 from tests.runner.engine_sockets import UnixForwarder
-from tests.runner.helpers import drive, is_final, our_containers, sha256, status_of
+from tests.runner.helpers import is_final, our_containers, sha256, status_of
 from tests.sitegen import serve_site
+from tests.waiting import drive
 
 S = CrawlStatus
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.slow]

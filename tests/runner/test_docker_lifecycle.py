@@ -14,7 +14,6 @@ from runner.launchers import DockerLauncher, hostname
 from tests.runner.helpers import (
     archived_bytes,
     assert_disjoint_archives,
-    drive,
     fetched_more_than_once,
     gen_pages,
     is_final,
@@ -24,6 +23,7 @@ from tests.runner.helpers import (
     slow_site,
     wacz_responses,
 )
+from tests.waiting import drive, wait_for_pages
 
 S = CrawlStatus
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.slow]
@@ -51,7 +51,7 @@ def test_scaling_from_one_to_two_and_back_shares_one_queue_and_fetches_each_page
     runner = docker_runner
     with slow_site(pages=60, delay=0.1) as site:
         crawl = make_crawl(site.url)
-        drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= 3, timeout=30)
+        wait_for_pages(runner, crawl, 3)
         call_command("scale", crawl.pk, "2", stdout=io.StringIO())
         second, scaled_at = hostname(crawl.pk, 1), Crawl.objects.get(pk=crawl.pk).pages_done
         # Pages are named after their kept WACZ only once it is kept: the second instance's

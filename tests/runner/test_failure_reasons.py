@@ -15,7 +15,8 @@ from crawls.models import CrawlStatus
 from runner.crawler_log import cause
 from runner.launchers import hostname
 from tests.ports import refused_port
-from tests.runner.helpers import drive, is_final
+from tests.runner.helpers import is_final
+from tests.waiting import drive
 
 pytestmark = pytest.mark.django_db
 

@@ -22,8 +22,8 @@ from runner.launchers import LocalLauncher
 from runner.progress import ProgressStore, crawl_password
 from runner.redis_server import RedisEndpoint, answers
 from tests.ports import free_port
-from tests.runner.helpers import drive, is_final
-from tests.waiting import wait_for
+from tests.runner.helpers import is_final
+from tests.waiting import drive, wait_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 HOSTILE = Path(__file__).with_name("hostile_crawler.py")

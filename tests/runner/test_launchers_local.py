@@ -10,7 +10,6 @@ import stat
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from runner.launchers import CONFIG_NAME, LaunchSpec, LocalLauncher
 from runner.local_wrapper import FSIZE, NOFILE
 from runner.redis_server import RedisEndpoint
 from tests.runner.helpers import processes_mentioning
+from tests.waiting import wait_for_exit
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "pa55-w0rd-never-in-argv"
@@ -39,14 +39,6 @@ def make_spec(settings: Settings, process_id: int = 7, workers: int = 2) -> Laun
     return LaunchSpec(crawl_id="c0ffee", instance=0, process_id=process_id, instance_dir=instance_dir,
                       workers=workers, redis=RedisEndpoint(host="127.0.0.1", port=9, password=PASSWORD),
                       db=3, runner_id="r", config={"seeds": ["http://127.0.0.1:9/"]})
-
-
-def wait_for_exit(launcher: LocalLauncher, ref: str, timeout: float = 20):
-    deadline = time.monotonic() + timeout
-    while (found := launcher.inspect(ref)) and found.running:
-        assert time.monotonic() < deadline, Path(ref).with_suffix(".log").read_text()
-        time.sleep(0.05)
-    return found
 
 
 @pytest.fixture

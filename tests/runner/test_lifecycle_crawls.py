@@ -17,19 +17,16 @@ from crawls.models import Crawl, CrawlStatus, Org, SnapshotStatus
 from tests.ports import refused_port
 from tests.runner.helpers import (
     assert_disjoint_archives,
-    drive,
     is_final,
     slow_site,
     status_of,
     wacz_responses,
 )
+from tests.waiting import drive, wait_for_pages
 
 S = CrawlStatus
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
-
-def wait_for_pages(runner, crawl, pages: int) -> None:
-    drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= pages, timeout=30)
 
 
 def test_an_org_limit_of_one_runs_three_crawls_one_after_another_oldest_first(make_runner, make_crawl):

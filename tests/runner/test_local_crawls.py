@@ -21,7 +21,6 @@ from runner.redis_server import RedisEndpoint, answers
 from tests.ports import free_port
 from tests.runner.helpers import (
     assert_disjoint_archives,
-    drive,
     is_final,
     processes_mentioning,
     script,
@@ -30,7 +29,7 @@ from tests.runner.helpers import (
     status_of,
 )
 from tests.sitegen import serve_site
-from tests.waiting import HANG, wait_for
+from tests.waiting import HANG, drive, wait_for, wait_for_pages
 
 S = CrawlStatus
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
@@ -96,9 +95,6 @@ def test_a_crawler_refusing_its_config_fails_the_crawl_at_once_visibly_in_status
     assert summary["error"].startswith("unknown option --frobnicate (configuration refused, exit 4)")
     assert crawl.processes.count() == 1
 
-
-def wait_for_pages(runner, crawl, pages: int) -> None:
-    drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= pages, timeout=30)
 
 
 @pytest.mark.skipif(available_cpus() < 2, reason="one CPU: the crawler runs one process")

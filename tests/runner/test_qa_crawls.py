@@ -11,8 +11,9 @@ from archiver_crawler.browser import find_chromium
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, PageReview, QualityReview, ReviewStatus, review_state
 from runner.launchers import LocalLauncher
-from tests.runner.helpers import drive, is_final
+from tests.runner.helpers import is_final
 from tests.sitegen import serve_site
+from tests.waiting import drive
 
 CHROMIUM = find_chromium()
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow,

@@ -18,8 +18,9 @@ from crawls.lease import db_now
 from crawls.models import CrawlStatus
 from runner.progress import ProgressStore
 from runner.redis_server import EmbeddedRedis, RedisEndpoint, for_crawlers
-from tests.runner.helpers import drive, is_final
+from tests.runner.helpers import is_final
 from tests.sitegen import serve_site
+from tests.waiting import drive
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,9 @@ import pytest
 from crawls import search
 from crawls.lease import db_now
 from crawls.models import CrawlStatus
-from tests.runner.helpers import drive, is_final
+from tests.runner.helpers import is_final
 from tests.sitegen import serve_site
+from tests.waiting import drive
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 

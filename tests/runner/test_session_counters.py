@@ -14,8 +14,9 @@ from crawls.config import human_size
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, ExitReason
 from runner.launchers import LocalLauncher, crawler_command
-from tests.runner.helpers import drive, is_final, script, slow_site, status_of
+from tests.runner.helpers import is_final, script, slow_site, status_of
 from tests.sitegen import serve_site
+from tests.waiting import drive, wait_for_pages
 
 S = CrawlStatus
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
@@ -37,9 +38,6 @@ def status_rows(crawl) -> list[list[str]]:
     table = out.getvalue().split("\nprocesses\n")[1].split("\n\n")[0].splitlines()
     return [line.split() for line in table[1:]]
 
-
-def wait_for_pages(runner, crawl, pages: int) -> None:
-    drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= pages, timeout=60)
 
 
 def test_a_session_that_completes_the_crawl_counts_its_pages_and_bytes(make_runner, make_crawl):

@@ -38,7 +38,6 @@ from tests.runner.engine_sockets import HungEngine
 from tests.runner.helpers import (
     archived_bytes,
     assert_disjoint_archives,
-    drive,
     fetched_more_than_once,
     gen_pages,
     is_final,
@@ -48,7 +47,7 @@ from tests.runner.helpers import (
     slow_site,
 )
 from tests.sitegen import serve_site
-from tests.waiting import HANG, wait_for
+from tests.waiting import HANG, drive, wait_for, wait_for_exit, wait_for_pages
 
 S = CrawlStatus
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,7 +166,7 @@ def test_a_crawl_through_swarm_services_completes_with_a_verified_wacz(
     # there when its process is inspected (a fast one had exited, and /proc/PID was gone).
     with serve_site(slow_delay=15) as site:
         crawl = make_crawl(site.url, workers=2)
-        drive(runner, lambda: Crawl.objects.get(pk=crawl.pk).pages_done >= 1, timeout=30)
+        wait_for_pages(runner, crawl, 1)
         (service,) = our_services(swarm_client, swarm_settings)
         assert_contained(swarm_client, service.id, crawl)
         drive(runner, is_final(crawl), timeout=90)
@@ -273,21 +272,13 @@ def spec_for(settings: Settings, config: dict, process_id: int = 5, org: str = "
                       config=config, org=org)
 
 
-def wait_ended(launcher: SwarmLauncher, ref: str, timeout: float = 30):
-    deadline = time.monotonic() + timeout
-    while (instance := launcher.inspect(ref)).running:
-        assert time.monotonic() < deadline, launcher.log_tail(ref)
-        time.sleep(0.2)
-    return instance
-
-
 def test_an_exit_code_is_read_from_the_task_and_a_relaunch_of_the_row_takes_its_service_over(
         swarm_settings, no_leftover_services):
     launcher = SwarmLauncher(swarm_settings)
     spec = spec_for(swarm_settings, {"seeds": ["not-a-url"]})
     launched = launcher.launch(spec)
     assert launcher.launch(spec).ref == launched.ref  # a retried launch of the row: the same service
-    ended = wait_ended(launcher, launched.ref)
+    ended = wait_for_exit(launcher, launched.ref)
     assert (ended.exit_code, ended.process_id, ended.crawl_id) == (4, 5, "5a7")  # a refused config
     assert "not-a-url" in launcher.log_tail(launched.ref)
     assert [i.ref for i in launcher.list()] == [launched.ref]
@@ -304,7 +295,7 @@ def test_a_task_swarm_rejects_has_vanished_and_its_log_says_why(swarm_settings, 
     spec = spec_for(swarm_settings, {"seeds": ["http://127.0.0.1:9/"]})
     launched = launcher.launch(spec)
     spec.instance_dir.rename(spec.instance_dir.with_name("gone"))  # as on a node without the folder
-    ended = wait_ended(launcher, launched.ref)
+    ended = wait_for_exit(launcher, launched.ref)
     assert ended.exit_code is None  # never ran: the runner relaunches it as vanished
     assert "swarm task" in launcher.log_tail(launched.ref)
     launcher.remove(launched.ref)
@@ -315,10 +306,8 @@ def test_a_task_no_node_has_room_for_waits_and_its_log_says_why(swarm_settings, 
     settings = swarm_settings.model_copy(update={"swarm_org_constraints": {"big": ("node.labels.archiver==none",)}})
     launcher = SwarmLauncher(settings)
     launched = launcher.launch(spec_for(settings, {"seeds": ["http://127.0.0.1:9/"]}, org="big"))
-    deadline = time.monotonic() + 20
-    while "no suitable node" not in (tail := launcher.log_tail(launched.ref)):
-        assert time.monotonic() < deadline, tail
-        time.sleep(0.2)
+    wait_for(lambda: "no suitable node" in launcher.log_tail(launched.ref), pause=0.2,
+             what="the task's wait in its log", explain=lambda: launcher.log_tail(launched.ref))
     assert launcher.inspect(launched.ref).running  # pending, not ended
     launcher.remove(launched.ref)
     launcher.close()

@@ -13,7 +13,7 @@ import pytest
 from crawls import ssrf
 from crawls.models import DeliveryStatus, WebhookDelivery
 from runner.webhooks import Deliverer, DeliveryPolicy, WebhookDispatcher, deliver_due_webhooks
-from tests.waiting import HANG
+from tests.waiting import HANG, wait_for
 from tests.webhooks.receivers import T0, Receiver, Resolver, allow
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -72,13 +72,6 @@ def fast():
     server.thread.start()
     yield server
     server.close()
-
-
-def wait_for(condition, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_a_trickling_receiver_holds_its_attempt_only_until_the_deadline(
