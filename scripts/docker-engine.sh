@@ -9,6 +9,8 @@
 #   eval "$(bash scripts/docker-engine.sh env)" # export DOCKER_HOST for this shell
 #   bash scripts/docker-engine.sh status        # exit 0 when the engine answers
 #   bash scripts/docker-engine.sh stop          # stop the dockerd this script started
+#   bash scripts/docker-engine.sh options       # dockerd's options, one a line, for a caller
+#                                               # that runs (and signals) dockerd itself
 #
 # Scripts that share one engine (several test runs at once on one machine) use leases:
 #   bash scripts/docker-engine.sh acquire PID   # start (if needed) and hold a lease for PID
@@ -20,12 +22,15 @@
 # limited to 108 bytes; default /run/archiver-docker), ARCHIVER_DOCKER_START_TIMEOUT (s),
 # ARCHIVER_DOCKER_SWARM_ADDR (e.g. 127.0.0.1:2477: start/acquire make the engine a single-node
 # Swarm manager listening and advertising on that address only; the swarm lives in the
-# data-root, so a restarted engine is a manager again. Unset: swarm mode is left alone).
+# data-root, so a restarted engine is a manager again. Unset: swarm mode is left alone),
+# ARCHIVER_DOCKER_DATA (data-root; default $ARCHIVER_DOCKER_ROOT/data), ARCHIVER_DOCKER_LIVE_RESTORE=1
+# (containers keep running while dockerd is stopped; tests/chaos/test_engine_restart.py).
 set -euo pipefail
 # dockerd and debootstrap live in sbin, which a non-login root shell may lack.
 export PATH=$PATH:/usr/sbin:/sbin
 
 ROOT=${ARCHIVER_DOCKER_ROOT:-/var/lib/archiver-docker}
+DATA=${ARCHIVER_DOCKER_DATA:-$ROOT/data}
 RUN_DIR=${ARCHIVER_DOCKER_RUN:-/run/archiver-docker}
 EXEC_ROOT=$RUN_DIR/exec
 SOCK=$RUN_DIR/docker.sock
@@ -65,11 +70,14 @@ ensure_installed() {
 # Options that this dockerd knows; ip6tables appeared in 20.10 and is absent before.
 dockerd_options() {
     local opts=(
-        --data-root "$ROOT/data" --exec-root "$EXEC_ROOT" --host "unix://$SOCK"
+        --data-root "$DATA" --exec-root "$EXEC_ROOT" --host "unix://$SOCK"
         --pidfile "$PIDFILE" --bridge=none --iptables=false --ip-masq=false
     )
     if dockerd --help 2>/dev/null | grep -q -- '--ip6tables'; then
         opts+=(--ip6tables=false)
+    fi
+    if [[ ${ARCHIVER_DOCKER_LIVE_RESTORE:-} == 1 ]]; then
+        opts+=(--live-restore)
     fi
     printf '%s\n' "${opts[@]}"
 }
@@ -95,11 +103,11 @@ start() {
     if pid=$(running_pid); then
         say "dockerd (pid $pid) is running but does not answer yet; waiting for it"
     else
-        mkdir -p "$ROOT/data" "$EXEC_ROOT"
+        mkdir -p "$DATA" "$EXEC_ROOT"
         rm -f "$SOCK" "$PIDFILE"
         local opts
         mapfile -t opts < <(dockerd_options)
-        say "starting dockerd (data-root $ROOT/data, socket $SOCK, log $LOG)"
+        say "starting dockerd (data-root $DATA, socket $SOCK, log $LOG)"
         # setsid: the daemon must outlive this shell and not get its terminal's signals.
         # 9>&-: the daemon must not inherit (and so hold forever) the lock.
         setsid dockerd "${opts[@]}" >>"$LOG" 2>&1 </dev/null 9>&- &
@@ -228,6 +236,7 @@ case ${1:-} in
     acquire) acquire "${2:-}" ;;
     release) release "${2:-}" ;;
     env) echo "export DOCKER_HOST=unix://$SOCK" ;;
+    options) dockerd_options ;;
     status) status ;;
-    *) echo "usage: $0 start|stop|env|status|acquire PID|release PID" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|env|status|options|acquire PID|release PID" >&2; exit 2 ;;
 esac

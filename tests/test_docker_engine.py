@@ -39,6 +39,20 @@ def test_status_fails_where_no_engine_answers(tmp_path):
     assert result.stdout == ""
 
 
+def test_options_name_the_folders_given_and_live_restore_only_when_asked(tmp_path):
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "ARCHIVER_DOCKER_RUN": str(tmp_path / "run"),
+           "ARCHIVER_DOCKER_ROOT": str(tmp_path / "root"), "ARCHIVER_DOCKER_DATA": str(tmp_path / "d")}
+    plain = run_script("docker-engine.sh", "options", env=env)
+    live = run_script("docker-engine.sh", "options", env={**env, "ARCHIVER_DOCKER_LIVE_RESTORE": "1"})
+    assert plain.returncode == 0, plain.stderr
+    options = plain.stdout.splitlines()
+    assert options[options.index("--data-root") + 1] == str(tmp_path / "d")
+    assert options[options.index("--host") + 1] == f"unix://{tmp_path}/run/docker.sock"
+    assert options[options.index("--pidfile") + 1] == str(tmp_path / "root" / "docker.pid")
+    assert "--bridge=none" in options and "--live-restore" not in options
+    assert live.stdout.splitlines() == [*options, "--live-restore"]
+
+
 def test_stop_never_signals_a_process_that_is_not_its_dockerd(tmp_path):
     (tmp_path / "docker.pid").write_text(f"{os.getpid()}\n")
     result = run_script("docker-engine.sh", "stop",
