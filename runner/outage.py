@@ -1,4 +1,5 @@
-"""The database comes and goes: how the runner's long-lived loops live through it.
+"""The database comes and goes: how the runner's long-lived loops live through it (and,
+through the same `Absence`, how the tick says the Docker engine is away: steps/recover.py).
 
 Every loop (the tick, and each thread beside it: webhook delivery, quality reviews, a
 review's lease renewal) calls `fresh_connection()` before each pass, and hands what a pass
@@ -56,13 +57,16 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first_line}"[:200]
 
 
-class Outage:
-    """One loop's (or one group of threads') view of the database being away: back-off
-    between tries, and the lines saying so. Thread-safe: threads of one group share one."""
+class Absence:
+    """A part the runner needs (the database, the Docker engine) away, as one loop or one
+    group of threads sees it: back-off between tries, and the lines saying so, once when it
+    starts (with what failed), at most once a minute while it lasts, once when it ends.
+    Thread-safe: threads of one group share one."""
 
-    def __init__(self, what: str, first_wait: float = 0.5, cap: float = BACKOFF_CAP,
+    def __init__(self, what: str, part: str, first_wait: float = 0.5, cap: float = BACKOFF_CAP,
                  clock: Callable[[], float] = time.monotonic):
-        self.what, self.first_wait, self.cap, self.clock = what, first_wait, cap, clock
+        self.what, self.part = what, part
+        self.first_wait, self.cap, self.clock = first_wait, cap, clock
         self.since: float | None = None
         self.said_at = 0.0
         self.failures = 0
@@ -74,17 +78,16 @@ class Outage:
 
     def failed(self, exc: BaseException) -> float:
         """Record a failed pass; the seconds to wait before the next try."""
-        drop_connection()
         with self._lock:
             now = self.clock()
             if self.since is None:
                 self.since, self.said_at, self.failures = now, now, 0
-                log.warning("%s: the database is unavailable (%s); waiting for it",
-                            self.what, describe(exc))
+                log.warning("%s: %s is unavailable (%s); waiting for it",
+                            self.what, self.part, describe(exc))
             elif now - self.said_at >= REMIND_EVERY:
                 self.said_at = now
-                log.warning("%s: the database is still unavailable after %.0f s (%s)",
-                            self.what, now - self.since, describe(exc))
+                log.warning("%s: %s is still unavailable after %.0f s (%s)",
+                            self.what, self.part, now - self.since, describe(exc))
             self.failures += 1
             return min(self.first_wait * 2 ** (self.failures - 1), self.cap)
 
@@ -94,5 +97,18 @@ class Outage:
         with self._lock:
             if self.since is None:
                 return
-            log.info("%s: the database is back after %.1f s", self.what, self.clock() - self.since)
+            log.info("%s: %s is back after %.1f s", self.what, self.part, self.clock() - self.since)
             self.since = None
+
+
+class Outage(Absence):
+    """The database away: this thread's connection is dropped at every failure, so that the
+    next try opens a new one."""
+
+    def __init__(self, what: str, first_wait: float = 0.5, cap: float = BACKOFF_CAP,
+                 clock: Callable[[], float] = time.monotonic):
+        super().__init__(what, "the database", first_wait, cap, clock)
+
+    def failed(self, exc: BaseException) -> float:
+        drop_connection()
+        return super().failed(exc)

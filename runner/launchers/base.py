@@ -123,6 +123,7 @@ class Launcher:
     """Start, find, inspect, list and remove crawler instances."""
 
     name = "?"
+    depends_on = "the crawler launcher"  # what the log says is away when it does not answer
 
     def launch(self, spec: LaunchSpec) -> Launched:
         """Start the instance of `spec`. Launching a Process row whose instance already

@@ -65,6 +65,8 @@ class Prepared:
 class EngineLauncher(Launcher):
     """A launcher that talks to the Docker engine: containers, or Swarm services."""
 
+    depends_on = "the Docker engine"
+
     def __init__(self, settings: Settings, image: str | None = None):
         self.settings = settings
         self.image = image or settings.crawler_image
