@@ -1,4 +1,5 @@
-"""archiver's own settings, read from ARCHIVER_* environment variables.
+"""archiver's own settings, read from ARCHIVER_* environment variables over the data dir's
+archiver.env (what scripts/start.sh was given: archiver/options/kept.py).
 
 Every value is validated by pydantic once; a bad value raises ConfigError naming the
 variable and what it expected, so the daemon refuses to start instead of misbehaving.
@@ -12,11 +13,12 @@ from __future__ import annotations
 
 import functools
 import os
-import re
+from pathlib import Path
 
 from pydantic import ConfigDict, ValidationError
 
 from archiver.errors import ConfigError
+from archiver.options import kept
 from archiver.options.data import DataSettings
 from archiver.options.launchers import (  # noqa: F401 - callers find them here
     CHROMIUM_NAMES,
@@ -31,7 +33,7 @@ from archiver.options.redis import RedisSettings
 from archiver.options.replay import ReplaySettings
 from archiver.options.runner import RunnerSettings
 from archiver.options.storage import S3Target, StorageSettings, local_storage  # noqa: F401
-from archiver.options.text import constraints, duration_in_seconds, origin_of, parse_duration  # noqa: F401
+from archiver.options.text import constraints, duration_in_seconds, origin_of, parse_duration, shown  # noqa: F401
 from archiver.options.variables import ENV, SECRET_VARIABLES
 
 
@@ -47,36 +49,57 @@ class Settings(ReplaySettings, StorageSettings, PolicySettings, LauncherSettings
 
 
 def from_environ(environ: dict[str, str] | None = None) -> Settings:
-    environ = os.environ if environ is None else environ
-    values: dict[str, object] = {}
+    """The settings of `environ`; None: this process's environment over the data dir's file."""
+    if environ is None:
+        seen = kept.layered(os.environ)
+        return settings_of(seen.values, seen.origins)
+    return settings_of(environ, {})
+
+
+def settings_of(values: dict[str, str], origins: dict[str, str]) -> Settings:
+    """Settings from variable values; a refusal names the variable, and the file it came
+    from when not the environment."""
+    fields: dict[str, object] = {}
     for field, variable in ENV.items():
-        raw = environ.get(variable)
+        raw = values.get(variable)
         if raw is None or raw == "":
             continue
         if field == "pause_limit":
             try:
                 raw = parse_duration(raw)
             except ValueError as exc:
-                raise ConfigError(f"{variable}: {exc}") from None
-        values[field] = raw
+                raise ConfigError(f"{variable}: {exc}{from_file(origins.get(variable))}") from None
+        fields[field] = raw
     try:
-        return Settings(**values)
+        return Settings(**fields)
     except ValidationError as exc:
         error = exc.errors()[0]
         message = str(error["msg"]).removeprefix("Value error, ")
         if not error["loc"]:  # a rule across settings: its message names them
             raise ConfigError(message) from None
         variable = ENV.get(str(error["loc"][0]), str(error["loc"][0]))
-        got = "not shown: a secret" if variable in SECRET_VARIABLES else repr(shown(environ.get(variable)))
-        raise ConfigError(f"{variable}: {message} (got {got})") from None
+        got = "not shown: a secret" if variable in SECRET_VARIABLES else repr(shown(values.get(variable)))
+        raise ConfigError(f"{variable}: {message} (got {got}{from_file(origins.get(variable), ', ')})") from None
 
 
-def shown(value: str | None) -> str | None:
-    """A setting's value as an error message may quote it: a URL's credentials masked
-    (database and Redis URLs carry passwords)."""
-    if value is None or "@" not in value:
-        return value
-    return re.sub(r"^([^:/]*:?//)[^@/]*@", r"\1***@", value)
+def from_file(origin: str | None, joint: str = " ") -> str:
+    return f"{joint}from {origin}" if origin not in (None, kept.ENVIRONMENT, kept.DEFAULT) else ""
+
+
+def environment() -> kept.Layered:
+    """This process's ARCHIVER_* values (the environment over the data dir's file) and where
+    each came from: for the variables that are not fields of Settings, and for doctor."""
+    return kept.layered(os.environ)
+
+
+def keep(environ: dict[str, str] | None = None) -> tuple[Path, list[str]]:
+    """scripts/start.sh: keep the ARCHIVER_* variables of `environ` (None: this process's) in
+    the data dir's file, once they are valid. Returns the file and the names it holds."""
+    environ = os.environ if environ is None else environ
+    values = kept.kept_from(environ)
+    data_dir = kept.data_dir_of(environ)
+    settings_of({**values, kept.DATA_DIR: str(data_dir)}, {})  # refuses what every process would
+    return kept.write(data_dir, values), list(values)
 
 
 @functools.cache

@@ -27,6 +27,9 @@ FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 
 try:
     ARCHIVER = conf.get()
+    # The ARCHIVER_* variables that are not fields of conf.Settings, read the same way: the
+    # environment over the data dir's archiver.env.
+    _variables = conf.environment()  # lower case: not a Django setting, never on a debug page
 except ConfigError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 
@@ -39,7 +42,7 @@ def _secret_key() -> str:
     Importing the settings never creates the data dir: where there is none yet (a command
     run in the wrong folder, or before `migrate`), the key lives only in this process.
     """
-    if key := os.environ.get("ARCHIVER_SECRET_KEY"):
+    if key := _variables.get("ARCHIVER_SECRET_KEY"):
         return key
     path = DATA_DIR / "secret_key"
     with contextlib.suppress(FileNotFoundError):
@@ -63,12 +66,12 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-DEBUG = os.environ.get("ARCHIVER_DEBUG") == "1"
+DEBUG = _variables.get("ARCHIVER_DEBUG") == "1"
 # The admin never answers to the replay origin's host name (ARCHIVER_REPLAY_URL): archived
 # pages run there, and cookies are shared by every port of a host name. (Naming it in
 # ARCHIVER_ALLOWED_HOSTS, or 127.0.0.1, which start.sh serves the admin on, is an error of
 # crawls/checks.py; localhost and [::1] are quietly left to the replay.)
-ALLOWED_HOSTS_ASKED = ["127.0.0.1"] + [h for h in os.environ.get("ARCHIVER_ALLOWED_HOSTS", "").split(",") if h]
+ALLOWED_HOSTS_ASKED = ["127.0.0.1"] + [h for h in _variables.get("ARCHIVER_ALLOWED_HOSTS").split(",") if h]
 ALLOWED_HOSTS = [h for h in [*ALLOWED_HOSTS_ASKED, "localhost", "[::1]"]
                  if h.strip("[]").lower() != ARCHIVER.replay_host]
 
@@ -185,6 +188,6 @@ LOGGING = {
     "filters": {"secrets": {"()": "archiver.replay_logging.WithoutCapabilities"}},
     "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain",
                             "filters": ["secrets"]}},
-    "root": {"handlers": ["stderr"], "level": os.environ.get("ARCHIVER_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["stderr"], "level": _variables.get("ARCHIVER_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

@@ -56,7 +56,7 @@ def check_replay_origin(app_configs, **kwargs):
 # database's -wal/-shm files are named after it (see private_paths); the embedded Redis's
 # password is in redis/redis.conf, next to its data.
 PRIVATE_DIRS = ("", "run", "redis", "crawls", "archives", "static", "profiles")
-SECRET_FILES = ("secret_key", "admin-password")
+SECRET_FILES = ("secret_key", "admin-password", "archiver.env")
 LISTED_DIRS = ("run", "redis")  # everything directly inside these is checked too
 
 

@@ -9,7 +9,15 @@ umask 077
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 export ARCHIVER_DATA_DIR="${ARCHIVER_DATA_DIR:-$ROOT/data}"
-PORT="${ARCHIVER_PORT:-8000}"
+# The ARCHIVER_* variables given to this script are kept there (archiver/keep_settings.py
+# writes it below) for every archiver process, in this shell or another; this script reads
+# its own the same way: the environment's (even empty) over the file's.
+SETTINGS_FILE="$ARCHIVER_DATA_DIR/archiver.env"
+setting() {
+    if [ -n "${!1+set}" ]; then printf '%s' "${!1}"; else sed -n "s/^$1=//p" "$SETTINGS_FILE" 2>/dev/null | tail -n 1; fi
+}
+PORT=$(setting ARCHIVER_PORT)
+PORT="${PORT:-8000}"
 PY="$ROOT/.venv/bin/python"
 ARCHIVER="$ROOT/.venv/bin/archiver"
 # shellcheck source=lib/python.sh
@@ -53,7 +61,7 @@ if ! command -v redis-server >/dev/null 2>&1; then
         apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq redis-server >/dev/null
     else
         say "redis-server is not on PATH: install it (e.g. apt-get install redis-server) or set ARCHIVER_REDIS_URL"
-        [ -n "${ARCHIVER_REDIS_URL:-}" ] || exit 1
+        [ -n "$(setting ARCHIVER_REDIS_URL)" ] || exit 1
     fi
 fi
 
@@ -77,6 +85,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ crawler/pyproject.t
     touch "$stamp"
 fi
 
+kept=$("$PY" -m archiver.keep_settings)  # a bad value stops here, before anything is written
 "$ARCHIVER" migrate --noinput -v0
 bash "$ROOT/scripts/replay-files.sh"  # ReplayWeb.page for the replay origin (npm, checked)
 # --clear: the admin's static files once held ReplayWeb.page, which only the replay origin serves.
@@ -104,8 +113,9 @@ until listening "$PORT"; do
 done
 # Archived pages are replayed on an origin of their own (ARCHIVER_REPLAY_URL, by default
 # http://127.0.0.2:8090): an app with no admin, no session and no cookies (docs/security.md).
-REPLAY_URL=$("$PY" -c 'from archiver import conf; print(conf.get().replay_url)')
-REPLAY_BIND=$("$PY" -c 'from archiver import conf; print(conf.get().replay_listen)')
+read -r REPLAY_URL REPLAY_BIND ALLOWED_NETWORKS < <("$PY" -c 'from archiver import conf
+s = conf.get()
+print(s.replay_url, s.replay_listen, ",".join(s.crawl_allow_networks))')
 replay_host=${REPLAY_BIND%:*} replay_host=${replay_host#[} replay_host=${replay_host%]}
 replay_up() { (exec 3<>"/dev/tcp/$replay_host/${REPLAY_BIND##*:}") 2>/dev/null; }
 replay_failed() {
@@ -130,9 +140,10 @@ until replay_up; do
 done
 say "admin: http://127.0.0.1:$PORT/admin/ (gunicorn pid $GUNICORN)"
 say "replay: $REPLAY_URL, the admin's Replay pages frame it (gunicorn pid $REPLAY)"
+say "$kept"
 say "from another shell, put the archiver command on PATH: source $ROOT/.venv/bin/activate"
 say "(or call it as $ARCHIVER), then add a crawl: archiver add https://example.org/"
-if [ -z "${ARCHIVER_CRAWL_ALLOW_NETWORKS:-}" ]; then
+if [ -z "$ALLOWED_NETWORKS" ]; then
     say "a site on this host (e.g. http://127.0.0.1:8001/) is refused unless its network is opened: start with ARCHIVER_CRAWL_ALLOW_NETWORKS=127.0.0.1/32 bash scripts/start.sh (README: A first crawl)"
 fi
 

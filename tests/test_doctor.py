@@ -56,11 +56,14 @@ def healthy(migrated, redis_server, crawler_image, docker_client):
 
 
 def doctor_lines(env: dict[str, str]) -> tuple[int, list[str], float]:
+    """Doctor's exit code, its check lines (after the settings it names first) and its time."""
     started = time.monotonic()
     result = manage("doctor", env=env)
     took = time.monotonic() - started
     assert result.stderr == "", result.stderr
-    return result.returncode, result.stdout.splitlines(), took
+    settings, blank, checks = result.stdout.partition("\n\n")
+    assert settings.startswith("Settings: ") and blank, result.stdout
+    return result.returncode, checks.splitlines(), took
 
 
 def failed_lines(lines: list[str]) -> list[str]:

@@ -11,6 +11,14 @@ from urllib.parse import urlsplit
 CONSTRAINT = re.compile(r"[A-Za-z0-9_.-]+ *(==|!=) *[^\s,]+")
 
 
+def shown(value: str | None) -> str | None:
+    """A setting's value as a message may quote it: a URL's credentials masked (database and
+    Redis URLs carry passwords)."""
+    if value is None or "@" not in value:
+        return value
+    return re.sub(r"^([^:/]*:?//)[^@/]*@", r"\1***@", value)
+
+
 def origin_of(value: str) -> str:
     """scheme://host[:port] of an http(s) URL that names nothing more (no path, query or
     credentials); ValueError otherwise."""

@@ -1,5 +1,7 @@
-"""`archiver doctor`: one line per part of the set-up (database, Redis, Docker engine, crawler
-image, disk, data dir), each failure with its fix. Exit 0 when every check passes, else 1.
+"""`archiver doctor`: where each setting comes from (the environment, the data dir's
+archiver.env, a default), then one line per part of the set-up (database, Redis, Docker
+engine, crawler image, disk, data dir), each failure with its fix. Exit 0 when every check
+passes, else 1.
 
 It lives in runner/ because it asks what the runner uses (Redis, the engine); Django's own
 `check` is a different command (system checks of the project).
@@ -17,6 +19,7 @@ from rich.text import Text
 
 from archiver import conf
 from archiver.errors import ConfigError
+from archiver.options.kept import described
 from crawls.cli import ArchiverCommand
 from runner.doctor import Finding, run_checks
 
@@ -25,16 +28,19 @@ MARKS = {"ok": ("✓", "green"), "fail": ("✗", "bold red"), "skip": ("–", "d
 
 class Command(ArchiverCommand):
     help = ("Check that this set-up can crawl: database, Redis, Docker engine, crawler image, "
-            "disk space, data dir. Prints a fix for each failure; exits 1 if any check fails.")
+            "disk space, data dir. Prints a fix for each failure; exits 1 if any check fails. "
+            "First says where each setting comes from: the environment, the data dir's archiver.env, a default.")
     # It must run where start-up checks fail (an unwritable data dir): it reports them itself.
     requires_system_checks = []
 
     def handle(self, *args, **options):
         self.colors = not options.get("no_color") and "NO_COLOR" not in os.environ
         try:
-            findings = run_checks(conf.get())
+            settings, seen = conf.get(), conf.environment()
+            findings = run_checks(settings)
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
+        self.stdout.write("\n".join(described(seen)) + "\n\n")
         self.print_lines([line(finding) for finding in findings])
         failed = sum(finding.failed for finding in findings)
         if failed:
