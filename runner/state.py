@@ -22,6 +22,7 @@ from crawls.models import Crawl, CrawlLog
 
 if TYPE_CHECKING:  # annotations only: the launchers and the store never need the Runtime
     from runner.launchers.base import Instance, Launcher
+    from runner.outage import Absence
     from runner.progress import Flag, ProgressStore
 
 log = logging.getLogger("runner.daemon")
@@ -102,6 +103,7 @@ class Runtime:
     redis_pressed: tuple[dt.datetime, bool] | None = None  # (tick, Redis over PRESSURE_SHARE of maxmemory)
     events: deque = field(default_factory=lambda: deque(maxlen=50))
     episodes: Episodes = field(default_factory=Episodes)
+    launcher_outage: Absence | None = None  # the Docker engine away (steps/recover.py)
     count_every: float = 15.0
     redis_grace: float = 300.0
     corrupt_grace: float = 30.0
@@ -117,10 +119,16 @@ class Runtime:
     def note(self, crawl: Crawl, message: str, level: str = "info",
              now: dt.datetime | None = None, **details) -> None:
         """A line in the crawl's own log (and ours)."""
-        CrawlLog.objects.create(crawl_id=crawl.pk, level=level, source="runner", message=message,
-                                details=details, created_at=now or self.clock())
+        self.tell(crawl, message, level, now, **details)
         self.event(f"crawl {crawl.short_id}: {message}",
                    logging.WARNING if level in ("warning", "error") else logging.INFO)
+
+    def tell(self, crawl: Crawl, message: str, level: str = "info",
+             now: dt.datetime | None = None, **details) -> None:
+        """A line in the crawl's own log only, for what ours says once for every crawl (the
+        Docker engine away)."""
+        CrawlLog.objects.create(crawl_id=crawl.pk, level=level, source="runner", message=message,
+                                details=details, created_at=now or self.clock())
 
     def hands_off(self, pk: str, why: str) -> None:
         """Forget a crawl whose lease we lost; change nothing more about it."""

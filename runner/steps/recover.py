@@ -16,6 +16,7 @@ from archiver.errors import EngineUnavailable, LaunchError
 from crawls.models import Crawl, CrawlStatus, ExitReason, Process
 from runner import archive
 from runner.keep import keep_instance_leftovers, keep_leftovers, keep_session, record_kept
+from runner.outage import Absence
 from runner.state import Runtime
 from runner.steps import claim
 
@@ -25,13 +26,19 @@ S = CrawlStatus
 
 def recover(rt: Runtime, now: dt.datetime) -> bool:
     """Remove instances no active crawl owns; adopt refs a crash left unrecorded."""
+    outage = launcher_outage(rt)
     try:
         instances = rt.launcher.list()
-    except LaunchError as exc:  # the engine is away or refuses: supervision says so per crawl
+    except EngineUnavailable as exc:  # each crawl's own log says so, and shows it waiting
+        rt.listed = None
+        outage.failed(exc)
+        return False
+    except LaunchError as exc:  # the engine refuses
         rt.listed = None
         if rt.episodes.begin("engine-list"):
             log.warning("cannot list crawler instances: %s", exc)
         return False
+    outage.recovered()
     if rt.episodes.end("engine-list"):
         log.info("the launcher answers again")
     rt.listed = {instance.ref: instance for instance in instances}
@@ -56,6 +63,14 @@ def recover(rt: Runtime, now: dt.datetime) -> bool:
             row.mark_running(now, ref=ref, pid=instance.pid, runner=rt.id, launcher=rt.launcher.name,
                              done=crawl.pages_done)
     return found
+
+
+def launcher_outage(rt: Runtime) -> Absence:
+    """The launcher (the Docker engine) away, said in the daemon's log once for all crawls:
+    when it starts, once a minute while it lasts, when it ends (a restart: seconds)."""
+    if rt.launcher_outage is None:
+        rt.launcher_outage = Absence("runner", rt.launcher.depends_on)
+    return rt.launcher_outage
 
 
 def is_orphan(crawl: Crawl | None, row: Process | None) -> bool:
