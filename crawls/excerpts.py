@@ -25,6 +25,7 @@ from pathlib import Path
 
 from archiver import conf
 from crawls import dedup
+from crawls import excerpt_records as records
 from crawls.downloads import file_name, package_name
 from crawls.models import Collection, CrawlFile
 
@@ -141,23 +142,30 @@ def cut(source: CrawlFile, wanted: set[tuple[str, str]], target: Path) -> None:
 
 def write_records(raw, zf: zipfile.ZipFile, wanted: set[tuple[str, str]], excerpt: zipfile.ZipFile, arcname: str,
                   warc_name: str, stamp) -> tuple[bytes, dict]:
-    """Copy the source's whole 200 responses of `wanted` (each a gzip member of its WARC)
-    into one stored WARC of the excerpt: its CDXJ index, as bytes, and its datapackage entry."""
+    """Copy the source's whole 200 responses of `wanted` (each a gzip member of its WARC),
+    with only the headers a replay needs (crawls/excerpt_records.py), into one stored WARC of
+    the excerpt: its CDXJ index, as bytes, and its datapackage entry."""
     found = list(payload_lines(zf, wanted))
     total = sum(int(fields["length"]) for _, fields in found)
     lines, offset, digest = [], 0, hashlib.sha256()
     # A ZIP64 field only when the central directory gets one too: ReplayWeb.page reads an
-    # entry with a local-only one 20 bytes early (archiver_crawler/wacz.py).
+    # entry with a local-only one 20 bytes early (archiver_crawler/wacz.py). Each record is
+    # compressed again: the margin covers one that comes out longer.
     with excerpt.open(zipfile.ZipInfo(arcname, date_time=stamp), "w",
-                      force_zip64=total > zipfile.ZIP64_LIMIT) as warc:
+                      force_zip64=2 * total > zipfile.ZIP64_LIMIT) as warc:
         for prefix, fields in found:
             length = 0
-            for chunk in record_bytes(raw, zf, f"archive/{fields['filename']}", int(fields["offset"]),
-                                      int(fields["length"])):
-                warc.write(chunk)
-                digest.update(chunk)
-                length += len(chunk)
-            moved = {**fields, "filename": warc_name, "offset": offset, "length": length}
+            source = record_bytes(raw, zf, f"archive/{fields['filename']}", int(fields["offset"]),
+                                  int(fields["length"]))
+            try:
+                for chunk in records.cleaned(source):
+                    warc.write(chunk)
+                    digest.update(chunk)
+                    length += len(chunk)
+            except records.Unreadable:
+                offset += length  # not indexed: no replay reads it
+                continue
+            moved = {**records.index_fields(fields), "filename": warc_name, "offset": offset, "length": length}
             lines.append(f"{prefix} {json.dumps(moved)}\n")
             offset += length
     entry = {"name": warc_name, "path": arcname, "hash": f"sha256:{digest.hexdigest()}", "bytes": offset}

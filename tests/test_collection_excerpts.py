@@ -16,13 +16,14 @@ import zlib
 import pytest
 import redis
 from archiver_crawler.dedup import KnownPayloads
+from archiver_crawler.warc import Exchange
 from django.utils import timezone
 
 from archiver import conf
 from crawls import actions, collection_files, dedup, retention
 from crawls.models import Collection, CrawlFile
 from tests.test_collections import REPLAY, replay_client  # noqa: F401 - a fixture
-from tests.test_dedup import finished_crawl, kept_wacz, read_package
+from tests.test_dedup import WHEN, finished_crawl, kept_wacz, read_package
 
 pytestmark = pytest.mark.django_db
 SECRET = b"The private crawl's secret: the vault opens with 4471"
@@ -49,8 +50,12 @@ def plain(data: bytes) -> bytes:
 def shared_image(conf_data_dir, redis_url):
     """A private crawl kept and indexed; a public crawl deduplicated against it (one image
     alike), alone in a collection with a public link."""
+    return sharing(conf_data_dir, redis_url, IMAGE)
+
+
+def sharing(conf_data_dir, redis_url, image: bytes | Exchange):
     private, public = finished_crawl(), finished_crawl()
-    private_file = kept_wacz(conf_data_dir, private, {"http://x/vault": SECRET, "http://x/logo.gif": IMAGE,
+    private_file = kept_wacz(conf_data_dir, private, {"http://x/vault": SECRET, "http://x/logo.gif": image,
                                                       "http://x/vault/copy.gif": IMAGE})
     assert dedup.index_pending(conf.get()) == 1
     client = redis.Redis.from_url(redis_url, decode_responses=True)
@@ -139,3 +144,46 @@ def test_the_excerpts_of_an_archive_go_with_it(replay_client, shared_image, conf
     assert len(list((conf_data_dir / "excerpts").glob(f"{private_file.pk}-*"))) == 2  # and its description
     retention.delete_all_files(private_file.crawl, conf.get())
     assert list((conf_data_dir / "excerpts").glob(f"{private_file.pk}-*")) == []
+
+
+COOKIES = (b"session=PRIVATE-SESSION-7781", b"Bearer PRIVATE-TOKEN-5512", b"PRIVATE-HEADER-3390",
+           b"PRIVATE-REQUEST-COOKIE-0042")
+
+
+@pytest.fixture
+def cookied_image(conf_data_dir, redis_url):
+    """As shared_image, but the private crawl fetched the image logged in: its request sent a
+    cookie and an Authorization, and the response set a cookie and a header of the site's own."""
+    image = Exchange(
+        url="http://x/logo.gif", method="GET", request_target="/logo.gif", http_version="HTTP/1.1",
+        request_headers=[("Host", "x"), ("Cookie", "sid=PRIVATE-REQUEST-COOKIE-0042"),
+                         ("Authorization", "Bearer PRIVATE-TOKEN-5512")],
+        status=200, reason="OK", body=IMAGE, date=WHEN,
+        response_headers=[("Content-Type", "image/gif"), ("Set-Cookie", "session=PRIVATE-SESSION-7781"),
+                          ("X-Account-Key", "PRIVATE-HEADER-3390"), ("ETag", '"v1"'),
+                          ("Authorization", "Bearer PRIVATE-TOKEN-5512")])
+    return sharing(conf_data_dir, redis_url, image)
+
+
+def test_the_excerpt_carries_no_header_of_the_private_crawls_session(replay_client, cookied_image):  # noqa: F811
+    collection, private_file, public_file = cookied_image
+    private = plain((conf.get().data_dir / private_file.path).read_bytes())
+    assert all(secret in private for secret in COOKIES)  # the private crawl kept them all
+    link = actions.open_collection_link(collection)
+    resources = replay_client.get(f"/c/{link}/replay.json").json()["resources"]
+    body = fetched(replay_client, resources[1]["path"])
+    download = collection_files.package(collection)
+    for served in (plain(body), plain(b"".join(download.read(0, download.size - 1)))):
+        assert IMAGE in served
+        assert not [secret for secret in COOKIES if secret in served]
+    with zipfile.ZipFile(io.BytesIO(body)) as zf:
+        (line,) = zf.read("indexes/index.cdxj").decode().splitlines()
+        entry = json.loads(line.split(" ", 2)[2])
+        warc = zf.read(f"archive/{entry['filename']}")
+    record = plain(warc[int(entry["offset"]):int(entry["offset"]) + int(entry["length"])])
+    warc_head, http_head, payload = record.split(b"\r\n\r\n", 2)
+    assert payload == IMAGE + b"\r\n\r\n"
+    assert b"WARC-Type: response" in warc_head and b"WARC-Target-URI: http://x/logo.gif" in warc_head
+    assert f"Content-Length: {len(http_head) + 4 + len(IMAGE)}".encode() in warc_head
+    assert http_head.split(b"\r\n") == [b"HTTP/1.1 200 OK", b"Content-Type: image/gif", b'ETag: "v1"']
+    assert set(entry) == {"url", "mime", "status", "digest", "offset", "length", "filename"}

@@ -32,13 +32,14 @@ def exchange(url: str, body: bytes) -> Exchange:
                     response_headers=[("Content-Type", "text/html")], body=body, date=WHEN)
 
 
-def kept_wacz(data_dir: Path, crawl: Crawl, pages: dict[str, bytes],
+def kept_wacz(data_dir: Path, crawl: Crawl, pages: dict[str, bytes | Exchange],
               known: KnownPayloads | None = None, name: str = "coll") -> CrawlFile:
-    """A real WACZ written by archiver's crawler code, recorded as the crawl's kept file."""
+    """A real WACZ written by archiver's crawler code, recorded as the crawl's kept file: a
+    page is its body (a plain exchange), or its whole exchange."""
     work = data_dir / "work" / crawl.pk / "collections" / name
     warc = WarcFile(work / "archive", "i0", name)
     for url, body in pages.items():
-        warc.write(exchange(url, body), known)
+        warc.write(body if isinstance(body, Exchange) else exchange(url, body), known)
     warc.close()
     wacz = build_wacz(work, name)
     relative = f"archives/{crawl.pk}/{name}.wacz"
