@@ -33,7 +33,7 @@ from archiver.errors import ArchiverError, ConfigError
 from crawls import admission, wake
 from crawls.lease import db_now
 from crawls.models import Crawl, CrawlStatus, RunnerRecord, WebhookDelivery
-from runner import qa_queue
+from runner import lease_keeper, qa_queue
 from runner.decide import classify_exit, crawl_state_for, decide_outcome, relaunch_delay
 from runner.launchers import Launcher
 from runner.outage import CONNECTION_ERRORS, Outage, describe, fresh_connection
@@ -74,7 +74,7 @@ class Runner:
                           id=runner_id or new_runner_id(), clock=clock, host_check=None,
                           disk_check=None, host_usage=usage, on_redis_down=on_redis_down)
         self.rt.host_check = host_check or (lambda crawl: claim.host_wait_reason(self.rt, crawl))
-        self.rt.disk_check = disk_check or self.disk_full_reason
+        self.rt.disk_check = disk_check or (lambda: supervise.disk_full_reason(self.rt))
         self.redis_watch = redis_watch  # runner.redis_server.RedisWatch, or None (tests)
         self.stop_event = self.rt.stop_event  # long reads (page lists) end when it is set
         self.interrupt_crawls = False
@@ -131,12 +131,6 @@ class Runner:
 
     def heartbeat(self, now: dt.datetime) -> None:
         RunnerRecord.objects.filter(pk=self.id).update(heartbeat_at=now)
-
-    def disk_full_reason(self) -> str | None:
-        """Why running crawls must pause for disk space now, or None (memory is not checked)."""
-        usage = self.rt.host_usage()
-        return admission.wait_reason(admission.HostUsage(usage.disk_used, usage.disk_free),
-                                     self.settings.disk_threshold_percent, 0)
 
     # --- one tick --------------------------------------------------------------------------
 
@@ -205,6 +199,7 @@ class Runner:
                 self.start_reviews(mode)
                 if changes := periodic.attach_change_alerts(self.rt, mode, self.steps):
                     self._workers.append((changes, 10))  # off the tick: a comparison never holds it
+                self._workers += lease_keeper.attach(self.rt, mode, self.steps)  # renewal off the tick
                 self.loop(mode, view)
         finally:
             self.shutdown()
