@@ -93,6 +93,26 @@ class LeaseQuerySet(models.QuerySet):
         expiry = now + dt.timedelta(seconds=lease_seconds)
         return bool(self.filter(pk=pk, lease_token=token).update(retry_at=expiry))
 
+    def renew_all(self, owner: str, tokens: dict, now: dt.datetime, lease_seconds: float) -> list:
+        """Extend every lease in `tokens` (pk -> the token `owner` holds it by) in ONE
+        statement; returns the pks renewed. A row released, finished (retry_at NULL) or
+        claimed since, by anyone, has another owner, token or no retry_at: left alone."""
+        if not tokens:
+            return []
+        connection = connections[self.db]
+        ops = connection.ops
+        table = ops.quote_name(self.model._meta.db_table)
+        pk = ops.quote_name(self.model._meta.pk.column)
+        expiry = ops.adapt_datetimefield_value(now + dt.timedelta(seconds=lease_seconds))
+        pairs = ", ".join(["(%s, %s)"] * len(tokens))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET retry_at = %s WHERE lease_owner = %s AND retry_at IS NOT NULL "
+                f"AND ({pk}, lease_token) IN (VALUES {pairs}) RETURNING {pk}",
+                [expiry, owner, *(value for pair in tokens.items() for value in pair)],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
     def release(self, pk, token: int, retry_at: dt.datetime | None) -> bool:
         """Give the row back, due again at `retry_at` (None only for finished rows)."""
         return bool(

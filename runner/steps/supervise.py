@@ -16,6 +16,7 @@ import redis
 from django.db import DatabaseError
 
 from archiver.errors import CrawlFailed
+from crawls import admission
 from crawls.models import Crawl, CrawlMessage, CrawlStatus, Process
 from runner import decide, ending, handover
 from runner.apply import carry_out
@@ -68,6 +69,13 @@ def check_disk(rt: Runtime) -> str | None:
         return None
     rt.episodes.end("disk-read")
     return reason
+
+
+def disk_full_reason(rt: Runtime) -> str | None:
+    """Why running crawls must pause for disk space now, or None (memory is not checked)."""
+    usage = rt.host_usage()
+    return admission.wait_reason(admission.HostUsage(usage.disk_used, usage.disk_free),
+                                 rt.settings.disk_threshold_percent, 0)
 
 
 def supervise_safely(rt: Runtime, crawl: Crawl, now: dt.datetime, processes: list[Process],
