@@ -32,7 +32,7 @@ CRAWLER_STATE = {
     "generate-wacz": S.GENERATE_WACZ, "generate-cdx": S.GENERATE_WACZ,
     "generate-warc": S.GENERATE_WACZ, "uploading-wacz": S.GENERATE_WACZ,
 }
-# Exits that count against ARCHIVER_MAX_LAUNCH_ATTEMPTS. Redis or the disk going away, a
+# Exits that count against ARCHIVER_MAX_LAUNCH_ATTEMPTS. Redis, the disk or the bucket going away, a
 # runner dying or archiver removing an instance are not failures of the crawler.
 FAILED_ATTEMPT = (ExitReason.CRASH, ExitReason.OOM, ExitReason.UNREPORTED)
 # What a crawler reports before it exits 0 (crawler-protocol.md); anything else is no success.
@@ -66,6 +66,7 @@ def classify_exit(code: int | None, oom: bool = False, status: str | None = None
         0: ExitReason.DONE, 3: ExitReason.DISK, 8: ExitReason.REDIS, 11: ExitReason.INTERRUPTED,
         13: ExitReason.INTERRUPTED, 4: ExitReason.PERMANENT, 17: ExitReason.PERMANENT,
         9: ExitReason.NO_PAGE, 14: ExitReason.LIMIT, 15: ExitReason.LIMIT, 16: ExitReason.DISK,
+        22: ExitReason.STORAGE,
     }.get(code, ExitReason.CRASH)
 
 
@@ -90,9 +91,9 @@ def relaunch_delay(failures: int) -> float:
     return 0.0 if failures <= 0 else min(RELAUNCH_BASE * 2 ** (failures - 1), RELAUNCH_CAP)
 
 
-def failures_of(history: list[tuple[str, str]]) -> int:
-    """Failed attempts among an instance's (exit_reason, status) history."""
-    return sum(1 for reason, _status in history if reason in FAILED_ATTEMPT)
+def failures_of(history: list[tuple]) -> int:
+    """Failed attempts among an instance's history, rows of (exit_reason, ...)."""
+    return sum(1 for reason, *_rest in history if reason in FAILED_ATTEMPT)
 
 
 @dataclass(frozen=True)

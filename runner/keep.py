@@ -164,7 +164,12 @@ def keep_leftovers(rt: Runtime, crawl: Crawl, now: dt.datetime) -> int:
         latest[process.instance] = process
     left_behind, added = 0, 0
     if rt.settings.s3 is not None:  # the last reports, before the Redis database is flushed
-        added += record_reported(rt, crawl, now).added_bytes
+        reported = record_reported(rt, crawl, now)
+        added += reported.added_bytes
+        for process in latest.values() if reported.files else ():
+            # Uploads recorded only now (the bucket was away at their exits): what they hold
+            # is forgotten in the folders, or their WARCs would be kept a second time below.
+            keep_uploaded_session(rt, crawl, process, now)
     for process in latest.values():
         kept = keep_instance_leftovers(rt, crawl, process, now)
         left_behind += kept.left_behind

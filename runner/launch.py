@@ -21,7 +21,7 @@ from crawls import dedup
 from crawls.config import CrawlConfig, human_size
 from crawls.models import Crawl, CrawlStatus, ExitReason, Process, ProcessStatus
 from crawls.profiles import profile_path
-from runner import archive, decide, uploads
+from runner import archive, bucket, decide, uploads
 from runner.decide import FAILED_ATTEMPT
 from runner.keep import keep_session
 from runner.launchers import LaunchSpec, hostname
@@ -63,7 +63,7 @@ def find_started(rt: Runtime, crawl: Crawl, process: Process):
 def plan_launch(rt: Runtime, crawl: Crawl, instance: int, now: dt.datetime) -> Process:
     """A Process row for the next launch of `instance`, due after its backoff."""
     history = list(Process.objects.filter(crawl=crawl, instance=instance)
-                   .order_by("created_at", "pk").values_list("exit_reason", "status"))
+                   .order_by("created_at", "pk").values_list("exit_reason", "status", "ended_at"))
     failures = decide.failures_of(history)
     if failures >= rt.settings.max_launch_attempts:
         what = LAST_FAILURE.get(history[-1][0], "the crawler failed")
@@ -72,7 +72,9 @@ def plan_launch(rt: Runtime, crawl: Crawl, instance: int, now: dt.datetime) -> P
     delay = decide.relaunch_delay(failures) if history and history[-1][0] in FAILED_ATTEMPT else 0.0
     if history and history[-1][0] == ExitReason.REDIS:
         delay = max(delay, REDIS_RELAUNCH)
-    if delay:
+    if history and history[-1][0] == ExitReason.STORAGE:
+        delay = bucket.relaunch_delay(rt, crawl, instance, history, now)  # said once, by itself
+    elif delay:
         rt.note(crawl, f"relaunching instance {instance} in {delay:g} s (failure {failures})", now=now)
     return Process.objects.create(
         crawl=crawl, instance=instance, hostname=hostname(crawl.pk, instance),

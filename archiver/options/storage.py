@@ -51,6 +51,9 @@ class StorageSettings(BaseModel):
     # give keys that may only write under the prefix to keep a hijacked crawler from the rest.
     storage_crawler_access_key: SecretStr | None = None
     storage_crawler_secret_key: SecretStr | None = None
+    # Seconds a crawl waits for a bucket that does not answer (its uploads retried, its end
+    # put off) before it fails saying so: a maintenance or a network cut is waited out.
+    storage_grace: float = Field(default=3600, gt=0, le=7 * 86400)
 
     @field_validator("storage_url")
     @classmethod

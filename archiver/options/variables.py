@@ -37,6 +37,7 @@ ENV = {
     "storage_secret_key": "ARCHIVER_STORAGE_SECRET_KEY",
     "storage_crawler_access_key": "ARCHIVER_STORAGE_CRAWLER_ACCESS_KEY",
     "storage_crawler_secret_key": "ARCHIVER_STORAGE_CRAWLER_SECRET_KEY",
+    "storage_grace": "ARCHIVER_STORAGE_GRACE",
     "redis_bind": "ARCHIVER_REDIS_BIND",
     "redis_public_url": "ARCHIVER_REDIS_PUBLIC_URL",
     "redis_max_bytes": "ARCHIVER_REDIS_MAX_BYTES",

@@ -34,6 +34,7 @@ class ExitReason(models.TextChoices):
     ORPHANED = "orphaned"  # its runner died; relaunched by the runner that adopted the crawl
     NO_PAGE = "no_page"  # 9: the crawler finished and no page succeeded; never relaunched
     UNREPORTED = "unreported"  # exit 0 with no final status in Redis: a failed attempt
+    STORAGE = "storage"  # 22: its WACZ could not be uploaded; relaunched while the bucket is away, not a failure
 
 
 LIVE_PROCESS = (ProcessStatus.STARTING, ProcessStatus.RUNNING)

@@ -46,6 +46,7 @@ t0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
     (3, False, ExitReason.DISK),
     (1, False, ExitReason.CRASH),
     (8, False, ExitReason.REDIS),
+    (22, False, ExitReason.STORAGE),  # its WACZ could not be uploaded: the bucket's fault
     (None, False, ExitReason.CRASH),
 ])
 def test_exit_codes_are_classified_as_the_protocol_says(code, oom, reason):
