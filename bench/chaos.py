@@ -19,6 +19,13 @@
    (`pg_ctl restart -m fast`), 2 added after; the same with it stopped for 3 s; then
    SIGTERM to a daemon whose database is stopped, timed (`stop_seconds_without_database`,
    target under 10 s; a daemon that did not exit within 60 s counts as incomplete).
+5. Docker engine restarts, on a dockerd of the bench's own (tests/chaos/private_engine.py;
+   never the shared engine), without live-restore (Docker's default: the engine stops the
+   containers, the runner relaunches them) and with it (they run on, the runner finds them
+   again): 3 crawls under way when it is stopped and started 3 s later, one added while it
+   is down; then SIGTERM to the daemon while it is down, timed
+   (`stop_seconds_without_engine`, the slower of the two, target under 10 s), a new daemon
+   taking the crawls over (tests/chaos/engine_trial.py).
 
 It prints ONE JSON line: the counts summed over every trial (tests/chaos/harness.py
 COUNT_KEYS and EXTRA_KEYS), `skipped` (why a trial did not run), `seconds`, and with
@@ -47,6 +54,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("ARCHIVER_CHROMIUM", "none")
 
 from tests import pg_cluster  # noqa: E402
+from tests.chaos import private_engine  # noqa: E402
+from tests.chaos.engine_trial import engine_restart_trial  # noqa: E402
 from tests.chaos.harness import COUNT_KEYS, EXTRA_KEYS, docker_ready  # noqa: E402
 from tests.chaos.trials import (  # noqa: E402
     adoption_trial,
@@ -103,6 +112,38 @@ def database_outages() -> tuple[list[tuple[str, dict]], float]:
     return runs, stopped["stop_seconds"]
 
 
+def engine_outages() -> tuple[list[tuple[str, dict]], float]:
+    """The engine restarted under a daemon, with and without live-restore: the runs, and the
+    longest a daemon took to exit on SIGTERM while the engine was down."""
+    runs = []
+    for live_restore in (False, True):
+        with private_engine.PrivateEngine.start(live_restore=live_restore) as engine:
+            result = in_temp_root(engine_restart_trial, engine)
+        for key in ("log_tail", "engine_log_lines", "timeline"):
+            result.pop(key, None)
+        result["incomplete"] += int(result["exit_code_without_engine"] != 0)  # it did not exit
+        how = "live-restore" if live_restore else "containers stopped with it"
+        runs.append((f"Docker engine restarted ({how})", result))
+    return runs, max(result["stop_seconds_without_engine"] for _, result in runs)
+
+
+def outages(skipped: list[str], docker_reason: str | None) -> tuple[list[tuple[str, dict]], dict]:
+    """The database and Docker engine outage trials that can run here: the runs, and the
+    seconds a daemon took to exit on SIGTERM with each away (None: not run)."""
+    runs, seconds = [], {"database": None, "engine": None}
+    if (why := pg_cluster.missing()) is None:
+        database_runs, seconds["database"] = database_outages()
+        runs += database_runs
+    else:
+        skipped.append(f"database outage trials: {why}")
+    if (why := private_engine.missing() or docker_reason) is None:
+        engine_runs, seconds["engine"] = engine_outages()
+        runs += engine_runs
+    else:
+        skipped.append(f"Docker engine restart trials: {why}")
+    return runs, seconds
+
+
 def moto_missing() -> str | None:
     try:
         moto_command()
@@ -152,12 +193,8 @@ def main() -> int:
         skipped.append("two-runner and two-host trials: no PostgreSQL "
                        "(ARCHIVER_TEST_POSTGRES_URL or --postgres-url)")
     runs.append(("redis kill x3", in_temp_root(redis_kill_trial)))
-    stop_seconds = None
-    if (why := pg_cluster.missing()) is None:
-        outage_runs, stop_seconds = database_outages()
-        runs += outage_runs
-    else:
-        skipped.append(f"database outage trials: {why}")
+    outage_runs, stop_seconds = outages(skipped, docker_reason)
+    runs += outage_runs
 
     for name, result in runs:
         for key in totals:
@@ -166,7 +203,8 @@ def main() -> int:
             print(json.dumps({"trial": name, **result}, default=str), file=sys.stderr)
     report = {key: totals[key] for key in (*COUNT_KEYS, *EXTRA_KEYS)}
     report.update(seed=seed, skipped=skipped, seconds=round(time.monotonic() - started, 1),
-                  stop_seconds_without_database=stop_seconds)
+                  stop_seconds_without_database=stop_seconds["database"],
+                  stop_seconds_without_engine=stop_seconds["engine"])
     print(json.dumps(report))
     return 1 if any(report[key] for key in (*COUNT_KEYS, *EXTRA_KEYS) if key not in ALLOWED) else 0
 
