@@ -162,26 +162,32 @@ def web(request, token: str, collection: Collection, stamp: str, url: str):
     `/c/<token>/web/*/<url>` lists every capture."""
     url = wayback.normal_url(url, request.META.get("QUERY_STRING", ""))
     crawls = collection.crawls.all()
-    return web_answer(request, crawls, stamp, url, lambda snapshot: HttpResponseRedirect(
+    return web_answer(request, crawls, stamp, url, open_capture=lambda snapshot: HttpResponseRedirect(
         f"{replay_views.base(token)}?" + urlencode({"url": snapshot.url, "ts": wayback.timestamp(snapshot.captured_at)})),
-        lambda stamp_, url_: f"{replay_views.base(token)}web/{stamp_}/{url_}")
+        web_url=lambda stamp_, url_: f"{replay_views.base(token)}web/{stamp_}/{url_}",
+        render=lambda name, context, status: TemplateResponse(request, f"replay/web_{name}.html", context,
+                                                              status=status))
 
 
-def web_answer(request, crawls, stamp: str, url: str, open_capture, web_url):
-    """What the admin's /web/ and a collection's share: the capture list, or the nearest one."""
+def web_answer(request, crawls, stamp: str, url: str, *, open_capture, web_url, render):
+    """What the admin's /web/ and a collection's share: the capture list, or the nearest one.
+    `render(name, context, status)` draws the origin's own page, `captures` or `message`."""
+    def message(title: str, text: str, status: int):
+        return render("message", {"title": title, "message": text, "url": url}, status)
+
     if stamp == "*":
         found = list(wayback.captures(crawls, url)[:wayback.MAX_LISTED])
         if not found:
-            raise Http404(f"{url} was not archived here")
+            return message("Not archived", f"{url} was not archived here", 404)
         rows = [{"when": s.captured_at, "url": s.url, "title": s.title, "status": s.http_status,
-                 "crawl": s.crawl.short_id, "link": web_url(wayback.timestamp(s.captured_at), s.url)}
-                for s in found]
-        return TemplateResponse(request, "replay/captures.html", {"url": url, "rows": rows})
+                 "crawl": s.crawl.short_id, "crawl_id": s.crawl_id,
+                 "link": web_url(wayback.timestamp(s.captured_at), s.url)} for s in found]
+        return render("captures", {"title": f"Captures of {url}", "url": url, "rows": rows}, 200)
     try:
         when = wayback.parse_timestamp(stamp)
     except ValueError as exc:
-        return HttpResponseBadRequest(f"{exc}\n", content_type="text/plain; charset=utf-8")
+        return message("Not a timestamp", str(exc), 400)
     snapshot = wayback.nearest(crawls, url, when)
     if snapshot is None:
-        raise Http404(f"{url} was not archived here")
+        return message("Not archived", f"{url} was not archived here", 404)
     return open_capture(snapshot)

@@ -304,6 +304,43 @@ def test_staffs_web_opens_the_crawls_replay_page_across_orgs(admin_settings, cli
     assert "/admin/login/" in client.get("/web/2026/http://b.test/")["Location"]
 
 
+def not_archived_page(answer) -> str:
+    html = answer.content.decode()
+    assert answer.status_code == 404 and "http://nowhere.test/ was not archived here" in html
+    assert '<meta name="viewport"' in html and "Not Found" not in html  # not Django's generic page
+    return html
+
+
+def test_a_collections_web_says_in_a_styled_page_that_a_url_was_not_archived_here(replay_client, two):
+    secret = actions.open_collection_link(two[0])
+    for stamp in ("2026", "*"):
+        assert "<style>" in not_archived_page(replay_client.get(f"/c/{secret}/web/{stamp}/http://nowhere.test/"))
+
+
+def test_staffs_web_says_in_an_admin_page_that_a_url_was_not_archived_here(admin_settings, client, admin_user, two):
+    client.force_login(admin_user)
+    for stamp in ("2026", "*"):
+        assert 'class="web-message"' in not_archived_page(client.get(f"/web/{stamp}/http://nowhere.test/"))
+    bad = client.get("/web/20261399/http://both.test/")
+    assert bad.status_code == 400 and "is not a valid date and time" in bad.content.decode()
+
+
+def test_staffs_capture_list_is_an_admin_page_whose_crawl_ids_are_links(admin_settings, client, admin_user, two):
+    collection, first, second, other = two
+    client.force_login(admin_user)
+    html = client.get("/web/*/http://both.test/").content.decode()
+    assert '<meta name="viewport"' in html and 'class="web-captures' in html
+    for crawl in (first, second):
+        assert f'<a href="/admin/crawls/crawl/{crawl.pk}/change/">{crawl.short_id}</a>' in html
+
+
+def test_a_collections_capture_list_has_a_viewport_and_a_style(replay_client, two):
+    secret = actions.open_collection_link(two[0])
+    html = replay_client.get(f"/c/{secret}/web/*/http://both.test/").content.decode()
+    assert '<meta name="viewport"' in html and "<style>" in html
+    assert "/admin/" not in html  # a public link's reader has no admin to go to
+
+
 # --- the download -----------------------------------------------------------------------------
 
 

@@ -136,7 +136,12 @@ def web(request, stamp: str, url: str):
     if not request.user.has_perm("crawls.view_crawl"):
         raise PermissionDenied
     url = wayback.normal_url(url, request.META.get("QUERY_STRING", ""))
-    return web_answer(request, Crawl.objects.all(), stamp, url, lambda snapshot: HttpResponseRedirect(
+
+    def render(name: str, context: dict, status: int):
+        return TemplateResponse(request, f"admin/crawls/web_{name}.html",
+                                {**admin.site.each_context(request), **context}, status=status)
+
+    return web_answer(request, Crawl.objects.all(), stamp, url, open_capture=lambda snapshot: HttpResponseRedirect(
         reverse("admin:crawls_crawl_replay", args=[snapshot.crawl_id]) + "?" + urlencode(
             {"url": snapshot.url, "ts": wayback.timestamp(snapshot.captured_at)})),
-        lambda stamp_, url_: f"/web/{stamp_}/{url_}")
+        web_url=lambda stamp_, url_: f"/web/{stamp_}/{url_}", render=render)

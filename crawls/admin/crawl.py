@@ -7,6 +7,7 @@ JSON, downloads, replay, the log) are in crawls/admin/views.py.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from django import forms
@@ -326,7 +327,9 @@ class CrawlAdmin(admin.ModelAdmin):
         if not seeds:
             return "-"
         more = f" (+{len(seeds) - 1})" if len(seeds) > 1 else ""
-        return format_html('<span class="crawl-seed" title="{}">{}</span>{}', "\n".join(seeds), seeds[0], more)
+        # Without its scheme: a narrow column shows the host, not "http://1…".
+        shown = re.sub(r"^https?://", "", seeds[0])
+        return format_html('<span class="crawl-seed" title="{}">{}</span>{}', "\n".join(seeds), shown, more)
 
     @admin.display(description="seeds")
     def seed_list(self, obj):

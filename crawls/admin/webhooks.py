@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied
 from archiver.errors import ActionRefused, ConfigError, WebhookRefused
 from crawls import ssrf
 from crawls.actions import one_nudge, replay_delivery
-from crawls.admin.words import PlainTitles
+from crawls.admin.words import PlainTitles, cut
 from crawls.lease import db_now
 from crawls.models import CrawlEvent, DeliveryStatus, Webhook, WebhookDelivery
 from crawls.webhooks import InvalidWebhook, clean_secret, shown_url
@@ -96,14 +96,22 @@ def replay(modeladmin, request, queryset):
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(PlainTitles, admin.ModelAdmin):
-    list_display = ("id", "webhook", "event_name", "crawl", "status", "attempts", "last_status_code",
-                    "retry_at", "delivered_at", "last_error")
+    list_display = ("id", "shown_webhook", "event_name", "crawl", "status", "attempts", "last_status_code",
+                    "retry_at", "delivered_at", "shown_error")
     list_filter = ("status", "webhook")
     list_select_related = ("webhook", "event")
     actions = [replay]
     readonly_fields = ("webhook", "event", "event_id", "status", "attempts", "last_status_code",
                        "last_error", "retry_at", "lease_owner", "created_at", "delivered_at")
     fields = readonly_fields
+
+    @admin.display(description="webhook", ordering="webhook")
+    def shown_webhook(self, obj):
+        return cut(obj.webhook)
+
+    @admin.display(description="last error")
+    def shown_error(self, obj):
+        return cut(obj.last_error)
 
     @admin.display(description="event")
     def event_name(self, obj):

@@ -68,6 +68,12 @@ def one_line_reason(crawl) -> str:
     return reason_line(crawl) or MEANING.get(crawl.status, crawl.status)
 
 
+def cut(text) -> str:
+    """A value of a table cut to one line with …, whole in its title (admin.css `.cut`)."""
+    text = str(text) if text not in (None, "") else "-"
+    return format_html('<span class="cut" title="{}">{}</span>', text, text)
+
+
 def state_badge(crawl):
     """The coloured state word, its internal state in the title for operators."""
     return format_html('<span class="state state-{}" title="{}">{}</span>',

@@ -73,10 +73,10 @@ def wait_for_replayed_text(driver, shots, text: str, name: str) -> None:
     shots.take(name)
 
 
-def stored_wacz(path: Path, url: str, text: str, body: str | None = None) -> tuple[int, str]:
+def stored_wacz(path: Path, url: str, text: str, body: str | None = None, page_text: str = "") -> tuple[int, str]:
     """A one-page WACZ with every entry STORED (as ReplayWeb.page reads them by range),
-    its page titled `text` (and, unless `body` is given, saying it); returns its size and
-    sha256."""
+    its page titled `text` (and, unless `body` is given, saying it), `page_text` its text in
+    the page list (what search indexes); returns its size and sha256."""
     import datetime as dt
     import hashlib
     import io
@@ -100,7 +100,8 @@ def stored_wacz(path: Path, url: str, text: str, body: str | None = None) -> tup
         "url": url, "mime": "text/html", "status": "200", "offset": "0",
         "length": str(len(warc.getvalue())), "filename": "data.warc.gz"}) + "\n")
     pages = (json.dumps({"format": "json-pages-1.0", "id": "pages", "title": "All Pages"}) + "\n"
-             + json.dumps({"url": url, "ts": now.isoformat().replace("+00:00", "Z"), "title": text}) + "\n")
+             + json.dumps({"url": url, "ts": now.isoformat().replace("+00:00", "Z"), "title": text,
+                           **({"text": page_text} if page_text else {})}) + "\n")
     entries = {"archive/data.warc.gz": warc.getvalue(), "indexes/index.cdxj": index.encode(),
                "pages/pages.jsonl": pages.encode()}
     resources = [{"name": name.rsplit("/", 1)[1], "path": name, "bytes": len(data),
@@ -125,14 +126,14 @@ print(crawl.id)
 """
 
 
-def archived_crawl(installation, pages: list[tuple[str, str, str | None]]) -> str:
-    """A complete crawl of one WACZ per page (url, title, HTML body or None), its files in
-    the data dir's archives/; returns its id."""
+def archived_crawl(installation, pages: list[tuple]) -> str:
+    """A complete crawl of one WACZ per page (url, title, HTML body or None, and optionally
+    the page's text for search), its files in the data dir's archives/; returns its id."""
     staging = installation.data_dir / "staging"
     staging.mkdir(exist_ok=True)
     files = []
-    for n, (url, text, body) in enumerate(pages):
-        size, sha256 = stored_wacz(staging / f"{n}.wacz", url, text, body)
+    for n, (url, text, body, *page_text) in enumerate(pages):
+        size, sha256 = stored_wacz(staging / f"{n}.wacz", url, text, body, *page_text)
         files.append((f"archives/{{id}}/session-{n}.wacz", size, sha256))
     crawl_id = installation.manage("shell", "--no-imports", "-c", CREATE_CRAWL.format(
         seed=pages[0][0], files=files)).strip().splitlines()[-1]
