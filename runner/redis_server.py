@@ -245,7 +245,7 @@ class EmbeddedRedis:
             f"bind {' '.join(self.bind)}", f"port {port}", f"dir {self.dir}", "appendonly yes",
             "appendfsync everysec", f"databases {self.databases}", 'save ""',
             f"requirepass {password}", "logfile redis.log", "protected-mode yes",
-            f"maxmemory {self.max_bytes}", "maxmemory-policy noeviction", "",
+            *(f"{name} {value}" for name, value in self._limits().items()), "",
         ]))
         self.process = subprocess.Popen(
             [binary, str(config)], start_new_session=True, cwd=self.dir,
@@ -263,12 +263,20 @@ class EmbeddedRedis:
         log.info("started the embedded Redis (pid %s, port %s, data in %s)", self.process.pid, port, self.dir)
         return endpoint
 
+    def _limits(self) -> dict[str, str | int]:
+        """Its memory limits. `maxmemory` refuses a write only once the command is read: one
+        refused SET of 200 MB took a 32 MiB server to 224 MiB. So a value may be 16 MiB at
+        most and a client's unread query 32 MiB. (Not `maxmemory-clients`: at a quarter of
+        `maxmemory` it dropped the runner's own connection handing a crawl its dedup index.)"""
+        return {"maxmemory": self.max_bytes, "maxmemory-policy": "noeviction",
+                "proto-max-bulk-len": 16 << 20, "client-query-buffer-limit": 32 << 20}
+
     def _limit(self, endpoint: RedisEndpoint) -> None:
-        """Its memory limit as the settings say now (writes over it fail; nothing is evicted)."""
+        """Its memory limits as the settings say now (writes over it fail; nothing is evicted)."""
         client = endpoint.client()
         try:
-            client.config_set("maxmemory", self.max_bytes)
-            client.config_set("maxmemory-policy", "noeviction")
+            for name, value in self._limits().items():
+                client.config_set(name, value)
         except redis.RedisError as exc:
             log.warning("could not set the embedded Redis's memory limit (%s)", type(exc).__name__)
         finally:
