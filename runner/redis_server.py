@@ -16,6 +16,7 @@ restarted, which loses them).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -79,7 +80,18 @@ class RedisEndpoint:
                            # One quick retry (a dropped idle connection), no backoff: a Redis
                            # that is down must not slow the whole tick down.
                            retry=Retry(NoBackoff(), 1),
-                           ssl=self.scheme == "rediss")
+                           ssl=self.scheme == "rediss", redis_connect_func=admin_connect)
+
+
+def admin_connect(connection) -> None:
+    """Log in, then ask that Redis never drop this connection to bound its clients' memory
+    (`maxmemory-clients`): a crawler's connections holding the most go, the runner's stay."""
+    connection.on_connect()
+    connection.send_command("CLIENT", "NO-EVICT", "on")
+    # Refused to a crawl's user (its connections are the ones to drop), unknown before Redis 7
+    # (which drops no client for memory).
+    with contextlib.suppress(redis.ResponseError):
+        connection.read_response()
 
 
 def mask(text: str, endpoint: RedisEndpoint) -> str:
@@ -265,11 +277,14 @@ class EmbeddedRedis:
 
     def _limits(self) -> dict[str, str | int]:
         """Its memory limits. `maxmemory` refuses a write only once the command is read: one
-        refused SET of 200 MB took a 32 MiB server to 224 MiB. So a value may be 16 MiB at
-        most and a client's unread query 32 MiB. (Not `maxmemory-clients`: at a quarter of
-        `maxmemory` it dropped the runner's own connection handing a crawl its dedup index.)"""
+        refused SET of 200 MB took a 32 MiB server to 224 MiB, and Redis makes room for a
+        value once its length is announced (12 connections announcing 15 MiB held 192 MiB).
+        So a value may be 16 MiB at most, a client's unread query 32 MiB, and all clients'
+        buffers a quarter of `maxmemory`: past that Redis drops the connections holding the
+        most, never the runner's own (CLIENT NO-EVICT, `admin_connect`)."""
         return {"maxmemory": self.max_bytes, "maxmemory-policy": "noeviction",
-                "proto-max-bulk-len": 16 << 20, "client-query-buffer-limit": 32 << 20}
+                "proto-max-bulk-len": 16 << 20, "client-query-buffer-limit": 32 << 20,
+                "maxmemory-clients": max(self.max_bytes // 4, 1 << 20)}
 
     def _limit(self, endpoint: RedisEndpoint) -> None:
         """Its memory limits as the settings say now (writes over it fail; nothing is evicted)."""

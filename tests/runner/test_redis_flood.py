@@ -12,6 +12,7 @@ then holds and what does not (docs/security.md, "Redis: one identity per crawl")
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 import redis
@@ -19,6 +20,7 @@ import redis
 from crawls.models import CrawlStatus
 from tests.runner.step_helpers import end_instance, later
 from tests.runner.test_redis_budget import MiB, admin, assert_cut_off, embedded, own_client  # noqa: F401
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 PAGES = 20
@@ -99,3 +101,49 @@ def test_a_refused_write_cannot_take_the_server_past_its_limit_while_it_is_read(
     assert server.info("memory")["used_memory_peak"] < 2 * 32 * MiB
     limits = {name: server.config_get(name)[name] for name in ("proto-max-bulk-len", "client-query-buffer-limit")}
     assert limits == {"proto-max-bulk-len": str(16 * MiB), "client-query-buffer-limit": str(32 * MiB)}
+
+
+def test_many_connections_announcing_large_values_are_dropped_before_they_fill_the_server(admin, embedded):  # noqa: F811
+    """Redis makes room for a value as soon as its length is announced, so a crawler's many
+    connections (4,096 files each) could each hold 16 MiB without sending it: 12 of them held
+    192 MiB of a 32 MiB server. All clients' buffers are bounded (`maxmemory-clients`, a
+    quarter of maxmemory): the connections that hold the most are dropped; the runner's own
+    are exempt (CLIENT NO-EVICT)."""
+    own = admin.grant(5, "c1")
+    runner = admin.client(5)
+    sockets = []
+    try:
+        for _ in range(12):  # 12 x 15 MiB announced, a 32 MiB server
+            sock = socket.create_connection((own.host, own.port), timeout=10)
+            sock.sendall(resp("AUTH", own.username, own.password) + resp("SELECT", "5"))
+            assert sock.recv(100) == b"+OK\r\n+OK\r\n"
+            sock.sendall(f"*3\r\n$3\r\nSET\r\n$6\r\nc1:big\r\n${15 * MiB}\r\n".encode() + b"x" * 4096)
+            sockets.append(sock)
+            runner.ping()  # the runner's connection is never the one dropped
+        wait_for(lambda: dropped(sockets) >= 8, what="the announcing connections dropped")
+        assert admin.client(0).info("memory")["used_memory"] < 32 * MiB
+        runner.set("c1:d", 7)
+        assert runner.get("c1:d") == "7"
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def resp(*words: str) -> bytes:
+    return f"*{len(words)}\r\n".encode() + b"".join(f"${len(w)}\r\n{w}\r\n".encode() for w in words)
+
+
+def dropped(sockets: list[socket.socket]) -> int:
+    """How many of them the server closed."""
+    count = 0
+    for sock in sockets:
+        sock.setblocking(False)
+        try:
+            count += sock.recv(100) == b""
+        except BlockingIOError:
+            pass
+        except OSError:
+            count += 1
+        finally:
+            sock.setblocking(True)
+    return count
