@@ -337,6 +337,8 @@ class Runner:
 
     def shutdown(self) -> None:
         """Give our leases back (due now, so a restarted runner adopts at once); crawlers keep running."""
+        for worker, _grace in self._workers:  # all at once: their passes in flight end side by side
+            worker.ask_to_stop()  # (each held as long by a database away or locked)
         while self._workers:  # the last started first: reviews, then webhooks
             worker, grace = self._workers.pop()
             worker.stop(timeout=0 if self._hurry else grace)

@@ -46,10 +46,14 @@ class PollingThreads:
     def wake(self) -> None:
         self._wake.set()
 
-    def stop(self, timeout: float | None = None) -> None:
-        """Ask the threads to finish; a pass in flight ends first (within its own deadline)."""
+    def ask_to_stop(self) -> None:
+        """Let the threads end after their pass in flight, without waiting for them."""
         self.stop_event.set()
         self._wake.set()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Ask the threads to finish; a pass in flight ends first (within its own deadline)."""
+        self.ask_to_stop()
         for thread in self._threads:
             thread.join(timeout)
 

@@ -259,12 +259,15 @@ class Receivers:
     runner's threads (another runner's threads are not counted).
     """
 
-    def __init__(self):
+    def __init__(self, stop: threading.Event | None = None):
         self._lock = threading.Lock()
         self._busy: set[str] = set()
+        self.stop = stop  # set: a thread waiting for its turn claims nothing
 
     def claim(self, owner: str, now: dt.datetime, lease_seconds: float) -> tuple[Claim, str] | None:
-        with self._lock:
+        if not self._turn():
+            return None
+        try:
             busy = [pk for pk, url in Webhook.objects.values_list("pk", "url")
                     if ssrf_where(url) in self._busy] if self._busy else []
             claims = WebhookDelivery.objects.open().exclude(webhook_id__in=busy).claim(
@@ -276,6 +279,16 @@ class Receivers:
             where = ssrf_where(url or "")
             self._busy.add(where)
             return claims[0], where
+        finally:
+            self._lock.release()
+
+    def _turn(self) -> bool:
+        """The lock, or False once stopping: each turn may wait on a locked database (SQLite
+        held by another writer), and the threads queued behind it held a stop that long."""
+        while not self._lock.acquire(timeout=0.1):
+            if self.stop is not None and self.stop.is_set():
+                return False
+        return True
 
     def release(self, where: str) -> None:
         with self._lock:
@@ -353,7 +366,7 @@ class WebhookDispatcher(PollingThreads):
         self.owner = owner
         self.deliverer = deliverer or Deliverer()
         self.clock = clock
-        self.receivers = Receivers()
+        self.receivers = Receivers(self.stop_event)
 
     def pass_once(self, owner: str) -> bool:
         return deliver_due_webhooks(owner, self.clock(), self.deliverer, limit=1,

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from archiver import conf
 from archiver.errors import ConfigError
+from runner.outage import short_busy_waits
 from runner.service import build_runner
 
 
@@ -33,6 +34,7 @@ class Command(BaseCommand):
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
         service.runner.interrupt_crawls = interrupt_crawls
+        short_busy_waits()
         live = sys.stdout.isatty() and not no_live and mode != "once"
         try:
             service.run(mode, live=live)
