@@ -19,7 +19,7 @@ import redis
 from archiver.errors import CrawlFailed, EngineUnavailable
 from crawls import quotas
 from crawls.models import CrawlStatus, ExitReason, Intent, StopReason
-from runner import crawler_log, decide, ending, launch
+from runner import bucket, crawler_log, decide, ending, launch
 from runner.decide import (
     CancelTimeout,
     ClearFlag,
@@ -204,7 +204,8 @@ def handle_exit(rt: Runtime, obs, held: Held, action: HandleExit) -> None:
         with contextlib.suppress(redis.RedisError):
             rt.store.forget_instance(crawl.redis_db, crawl.pk, process.hostname)
         held.stopping_instances.discard(process.instance)
-    if code != 0 or reason != ExitReason.DONE:
+    said = rt.settings.s3 is None or bucket.exit_said(rt, crawl, process, reason, now)
+    if said and (code != 0 or reason != ExitReason.DONE):
         what = "vanished" if code is None else f"exited with code {code} ({reason})"
         if reason == ExitReason.UNREPORTED:
             what = "exited with code 0 without reporting how it ended; counted as a failed attempt"
@@ -294,7 +295,8 @@ def drop_pending(rt: Runtime, obs, held: Held, action: DropPending) -> None:
 
 
 def finish_crawl(rt: Runtime, obs, held: Held, action: Finish) -> None:
-    ending.finish(rt, obs.crawl, action.outcome, obs.now)
+    if action.outcome.status in (S.CANCELED, S.PAUSED) or bucket.may_finish(rt, obs.crawl, obs.now):
+        ending.finish(rt, obs.crawl, action.outcome, obs.now)
 
 
 APPLY = {
