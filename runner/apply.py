@@ -224,15 +224,19 @@ def handle_exit(rt: Runtime, obs, held: Held, action: HandleExit) -> None:
 
 def engine_state(rt: Runtime, obs, held: Held, action: EngineState) -> None:
     crawl = obs.crawl
+    # The daemon's log says it once for all crawls (steps/recover.py); each crawl's log here.
+    # Whether its crawlers run on depends on the engine: with live-restore they do; without,
+    # it stopped them and they are relaunched once it is back.
     if action.down and not held.engine_down:
         held.engine_down = True
-        rt.note(crawl, "the Docker engine does not answer; crawlers keep running", "warning", obs.now)
+        rt.tell(crawl, "the Docker engine does not answer; waiting for it", "warning", obs.now)
         if crawl.status == S.STARTING:  # nothing launched yet: it waits for the engine
             crawl.mark_waiting(S.WAITING_CAPACITY, launch.ENGINE_WAIT, held.token, obs.now)
         else:
             rt.set_waiting_reason(crawl, launch.ENGINE_WAIT, obs.now)
     elif not action.down and held.engine_down:
         held.engine_down = False
+        rt.tell(crawl, "the Docker engine answers again", "info", obs.now)
         if crawl.waiting_reason == launch.ENGINE_WAIT:
             rt.set_waiting_reason(crawl, "", obs.now)
 
