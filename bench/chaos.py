@@ -26,6 +26,12 @@
    is down; then SIGTERM to the daemon while it is down, timed
    (`stop_seconds_without_engine`, the slower of the two, target under 10 s), a new daemon
    taking the crawls over (tests/chaos/engine_trial.py).
+6. The bucket away (moto's server behind a cuttable TCP proxy, tests/chaos/bucket_trials.py):
+   cut while the crawler uploads and restored after two upload failures; cut after the
+   upload, before the runner records it, and restored once the crawl waits; gone for good
+   (ARCHIVER_STORAGE_GRACE=8: the crawl must end `failed`, cause first, its pages kept); then
+   SIGTERM while a crawl waits for it, timed (`stop_seconds_without_bucket`, target under
+   10 s).
 
 It prints ONE JSON line: the counts summed over every trial (tests/chaos/harness.py
 COUNT_KEYS and EXTRA_KEYS), `skipped` (why a trial did not run), `seconds`, and with
@@ -55,6 +61,7 @@ os.environ.setdefault("ARCHIVER_CHROMIUM", "none")
 
 from tests import pg_cluster  # noqa: E402
 from tests.chaos import private_engine  # noqa: E402
+from tests.chaos.bucket_trials import bucket_outage_trial, stop_without_bucket_trial  # noqa: E402
 from tests.chaos.engine_trial import engine_restart_trial  # noqa: E402
 from tests.chaos.harness import COUNT_KEYS, EXTRA_KEYS, docker_ready  # noqa: E402
 from tests.chaos.trials import (  # noqa: E402
@@ -127,10 +134,29 @@ def engine_outages() -> tuple[list[tuple[str, dict]], float]:
     return runs, max(result["stop_seconds_without_engine"] for _, result in runs)
 
 
+def bucket_outages() -> tuple[list[tuple[str, dict]], float]:
+    """The bucket cut during the upload, before its record, and for good; then SIGTERM while a
+    crawl waits for it: the runs, and the seconds the daemon took to exit."""
+    runs = []
+    for name, options in (("bucket cut while the crawler uploads", {"moment": "upload"}),
+                          ("bucket cut before the runner records", {"moment": "record"}),
+                          ("bucket gone for good", {"moment": "upload", "restore": False, "grace": 8})):
+        result = in_temp_root(bucket_outage_trial, **options)
+        result.pop("log_tail", None)
+        if not options.get("restore", True):  # its end must say why, cause first
+            result["incomplete"] += int(not result["crawl"]["error"].startswith("the bucket s3://"))
+        runs.append((name, result))
+    stopped = in_temp_root(stop_without_bucket_trial)
+    stopped.pop("log")
+    stopped["incomplete"] = int(stopped["exit_code"] != 0)  # counted: a daemon that did not exit
+    runs.append(("SIGTERM while a crawl waits for the bucket", stopped))
+    return runs, stopped["stop_seconds"]
+
+
 def outages(skipped: list[str], docker_reason: str | None) -> tuple[list[tuple[str, dict]], dict]:
-    """The database and Docker engine outage trials that can run here: the runs, and the
-    seconds a daemon took to exit on SIGTERM with each away (None: not run)."""
-    runs, seconds = [], {"database": None, "engine": None}
+    """The database, Docker engine and bucket outage trials that can run here: the runs, and
+    the seconds a daemon took to exit on SIGTERM with each away (None: not run)."""
+    runs, seconds = [], {"database": None, "engine": None, "bucket": None}
     if (why := pg_cluster.missing()) is None:
         database_runs, seconds["database"] = database_outages()
         runs += database_runs
@@ -141,6 +167,11 @@ def outages(skipped: list[str], docker_reason: str | None) -> tuple[list[tuple[s
         runs += engine_runs
     else:
         skipped.append(f"Docker engine restart trials: {why}")
+    if (why := moto_missing()) is None:
+        bucket_runs, seconds["bucket"] = bucket_outages()
+        runs += bucket_runs
+    else:
+        skipped.append(f"bucket outage trials: {why}")
     return runs, seconds
 
 
@@ -204,7 +235,8 @@ def main() -> int:
     report = {key: totals[key] for key in (*COUNT_KEYS, *EXTRA_KEYS)}
     report.update(seed=seed, skipped=skipped, seconds=round(time.monotonic() - started, 1),
                   stop_seconds_without_database=stop_seconds["database"],
-                  stop_seconds_without_engine=stop_seconds["engine"])
+                  stop_seconds_without_engine=stop_seconds["engine"],
+                  stop_seconds_without_bucket=stop_seconds["bucket"])
     print(json.dumps(report))
     return 1 if any(report[key] for key in (*COUNT_KEYS, *EXTRA_KEYS) if key not in ALLOWED) else 0
 
