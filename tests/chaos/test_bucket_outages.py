@@ -36,8 +36,9 @@ def test_a_bucket_cut_while_the_crawler_uploads_is_waited_out(chaos_root):
     assert result["crawl"]["status"] == "complete", result["crawl"]
     assert result["upload_failures"] >= 2, result  # else the cut missed the upload
     assert (result["local_files"], result["objects"]) == (0, 1), result  # its archive in the bucket
-    # Said when it started and when it ended, not per relaunch nor per tick.
-    assert result["bucket_lines"] <= 6, result["log_tail"]
+    # Said when it started and when it ended (and the upload recorded), not per relaunch nor
+    # per tick: about 100 ticks pass while it is cut.
+    assert result["bucket_lines"] <= 10, result["log_tail"]
 
 
 def test_a_bucket_cut_before_the_runner_records_the_upload_is_waited_out(chaos_root):
@@ -46,7 +47,7 @@ def test_a_bucket_cut_before_the_runner_records_the_upload_is_waited_out(chaos_r
     assert result["crawl"]["status"] == "complete", result["crawl"]
     assert result["crawl"]["waiting_reason"] == "", result["crawl"]
     assert (result["local_files"], result["objects"]) == (0, 1), result
-    assert result["bucket_lines"] <= 6, result["log_tail"]
+    assert result["bucket_lines"] <= 10, result["log_tail"]
 
 
 def test_a_bucket_gone_for_good_fails_the_crawl_cause_first_keeping_its_pages(chaos_root):
