@@ -1,4 +1,6 @@
 from django.contrib import admin
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.urls import path, re_path
 from django.views.generic import RedirectView
 
@@ -11,6 +13,8 @@ admin.site.index_title = "Crawls, orgs and webhooks"
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    # Browsers ask for /favicon.ico on pages that name no icon (the API's, a 404's).
+    path("favicon.ico", lambda request: redirect(static("crawls/favicon.svg"))),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     re_path(r"^api/v1/(?P<rest>.*)$", unknown_endpoint),

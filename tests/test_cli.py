@@ -243,7 +243,7 @@ def ambiguous_pair(org: Org) -> tuple[Crawl, Crawl]:
 @pytest.mark.parametrize(("command", "status", "crawl_id", "message"), [
     ("resume", S.COMPLETE, None, "cannot resume crawl {short}: it is complete"),
     ("pause", S.PAUSED, None, "cannot pause crawl {short}: it is paused"),
-    ("stop", S.FAILED, None, "cannot stop crawl {short}: it is failed"),
+    ("stop", S.FAILED, None, "cannot stop crawl {short}: it failed"),
     ("cancel", S.CANCELED, None, "cannot cancel crawl {short}: it is canceled"),
     ("retry", S.RUNNING, None, "cannot retry crawl {short}: it is running"),
     ("pause", S.QUEUED, "fffffff", "no crawl with id 'fffffff'"),

@@ -12,7 +12,7 @@ from archiver import conf
 from archiver.errors import NotAllowed
 from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlEvent, CrawlStatus, Intent, Org, StopReason
-from crawls.models.statuses import TRANSITIONS
+from crawls.models.statuses import TRANSITIONS, said
 
 S = CrawlStatus
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
@@ -82,7 +82,7 @@ def test_pausing_a_running_crawl_records_the_intent_for_the_runner(make_crawl, s
 @pytest.mark.parametrize("status", [S.PAUSED, *FINAL])
 def test_pausing_a_paused_or_finished_crawl_is_refused(make_crawl, status):
     crawl = make_crawl(status)
-    with pytest.raises(NotAllowed, match=f"cannot pause crawl {crawl.short_id}: it is {status}"):
+    with pytest.raises(NotAllowed, match=f"cannot pause crawl {crawl.short_id}: {re.escape(said(status))}"):
         crawl.pause(LATER)
     crawl.refresh_from_db()
     assert (crawl.status, crawl.intent) == (status, "")
@@ -125,7 +125,7 @@ def test_resuming_withdraws_a_pause_the_runner_has_not_carried_out(make_crawl):
 @pytest.mark.parametrize("status", [S.QUEUED, S.RUNNING, *FINAL])
 def test_resuming_a_crawl_that_is_not_paused_is_refused(make_crawl, status):
     crawl = make_crawl(status)
-    with pytest.raises(NotAllowed, match=f"cannot resume crawl {crawl.short_id}: it is {status}"):
+    with pytest.raises(NotAllowed, match=f"cannot resume crawl {crawl.short_id}: {re.escape(said(status))}"):
         crawl.resume(LATER)
     crawl.refresh_from_db()
     assert crawl.status == status
@@ -172,7 +172,7 @@ def test_stopping_a_paused_crawl_makes_it_due_so_a_runner_ends_it(make_crawl, ac
 @pytest.mark.parametrize("status", FINAL)
 def test_stopping_or_canceling_a_finished_crawl_is_refused(make_crawl, action, status):
     crawl = make_crawl(status)
-    with pytest.raises(NotAllowed, match=f"cannot {action} crawl .*: it is {status}"):
+    with pytest.raises(NotAllowed, match=f"cannot {action} crawl .*: {re.escape(said(status))}"):
         getattr(crawl, action)(LATER)
     crawl.refresh_from_db()
     assert (crawl.status, crawl.intent) == (status, "")
@@ -198,7 +198,7 @@ def test_retrying_a_failed_or_canceled_crawl_queues_a_fresh_attempt(make_crawl, 
 @pytest.mark.parametrize("status", [S.QUEUED, S.RUNNING, S.PAUSED, *NOT_FINAL_OR_FAILED])
 def test_retrying_a_crawl_that_did_not_fail_is_refused(make_crawl, status):
     crawl = make_crawl(status)
-    with pytest.raises(NotAllowed, match=f"cannot retry crawl .*: it is {status}"):
+    with pytest.raises(NotAllowed, match=f"cannot retry crawl .*: {re.escape(said(status))}"):
         crawl.retry(LATER)
     crawl.refresh_from_db()
     assert (crawl.status, crawl.attempts) == (status, 1)

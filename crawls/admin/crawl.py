@@ -297,6 +297,9 @@ class CrawlAdmin(admin.ModelAdmin):
                 "reviewed": crawl.page_reviews.exists(),
                 "review": review_state(crawl),
                 "live": live_detail(crawl, timezone.now()),
+                # Its page edits tags only: Django's "Save and add another" and "Save and
+                # continue editing" would be buttons of a model form people never use here.
+                "show_save_and_add_another": False, "show_save_and_continue": False,
             }
         return super().change_view(request, object_id, form_url, extra_context)
 
@@ -377,7 +380,7 @@ class CrawlAdmin(admin.ModelAdmin):
 
     @admin.display(description="execution time")
     def execution_time(self, obj):
-        return duration(obj.exec_seconds)
+        return duration(obj.exec_now(timezone.now()))
 
     @admin.display(description="snapshots")
     def snapshot_count(self, obj):

@@ -52,6 +52,8 @@ class ScheduleAdmin(PlainTitles, admin.ModelAdmin):
     def next_run_times(self, obj):
         if not obj or not obj.pk:
             return "shown once saved"
+        if not obj.enabled:
+            return "none: the schedule is disabled"
         try:
             slots = next_runs(obj.cron, db_now())
         except ValueError as exc:

@@ -144,11 +144,34 @@ def config_rows(config: dict) -> list[tuple[str, str]]:
     for key, label in (("include", "only URLs matching"), ("exclude", "URLs excluded")):
         if config.get(key):
             rows.append((label, ", ".join(map(str, config[key]))))
+    if config.get("browser") is not None:
+        rows.append(("crawler", "a browser (Chromium) loads each page" if config["browser"]
+                     else "HTTP only, no browser"))
     shown = {"seeds", "scope_type", "depth", "extra_hops", "page_limit", "size_limit", "time_limit",
-             "scale", "workers", "use_robots", "include", "exclude"}
-    rows += [(key.replace("_", " "), ", ".join(map(str, value)) if isinstance(value, list) else str(value))
+             "scale", "workers", "use_robots", "include", "exclude", "browser"}
+    rows += [option_words(key, value)
              for key, value in config.items() if key not in shown and value not in (None, False, "", [])]
     return rows
+
+
+# The other options as people say them (a switch that is on, a number with its unit).
+OPTION_WORDS = {
+    "qa": ("quality review", lambda value: "once it ends"),
+    "dedup": ("deduplication", lambda value: "on"),
+    "block_ads": ("ads", lambda value: "blocked"),
+    "page_load_timeout": ("page load timeout", lambda value: f"{value} s"),
+    "post_load_delay": ("post-load delay", lambda value: f"{value} s"),
+    "lang": ("language", str),
+}
+
+
+def option_words(key: str, value) -> tuple[str, str]:
+    if key in OPTION_WORDS:
+        label, shown = OPTION_WORDS[key]
+        return label, shown(value)
+    if value is True:
+        return key.replace("_", " "), "yes"
+    return key.replace("_", " "), ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def config_html(config: dict):

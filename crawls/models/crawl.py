@@ -28,7 +28,7 @@ from crawls.models.events import CrawlEvent, iso
 from crawls.models.org import Org
 from crawls.models.process import Process, ProcessStatus
 from crawls.models.profiles import BrowserProfile
-from crawls.models.statuses import DISK_PAUSE, TRANSITIONS, CrawlStatus, Intent, StopReason
+from crawls.models.statuses import DISK_PAUSE, TRANSITIONS, CrawlStatus, Intent, StopReason, said
 
 S = CrawlStatus
 
@@ -298,7 +298,7 @@ class Crawl(CrawlLimits, UserIntents, RunnerTransitions, Leased):
 
     def _refuse(self, action: str) -> NotAllowed:
         self.refresh_from_db()
-        return NotAllowed(f"cannot {action} crawl {self.short_id}: it is {self.status}")
+        return NotAllowed(f"cannot {action} crawl {self.short_id}: {said(self.status)}")
 
     def emit(self, name: str, now: dt.datetime) -> None:
         """Record an event (and its webhook deliveries) in the caller's transaction."""

@@ -36,6 +36,16 @@ class CrawlLimits:
             running = self.processes.filter(status=ProcessStatus.RUNNING)
         return elapsed_with_uncounted(self.elapsed_seconds, running, now)
 
+    def exec_now(self, now: dt.datetime) -> float:
+        """The execution time at `now`: what is counted plus what every running instance ran
+        since it was last counted (their sum, as the org's quota counts them)."""
+        if self.is_final:
+            return self.exec_seconds
+        running = getattr(self, "running_processes", None)
+        if running is None:
+            running = self.processes.filter(status=ProcessStatus.RUNNING)
+        return self.exec_seconds + sum(elapsed_with_uncounted(0.0, [process], now) for process in running)
+
     def limit_reached(self) -> StopReason | None:
         """The crawl's own limit it has reached, if any (pure: fields only)."""
         config = self.config

@@ -49,6 +49,32 @@ S.SUCCESSFUL = (
 )
 
 
+# A crawl's state as a refusal says it: "cannot pause crawl 8f22c023: it was stopped on request".
+SAID = {
+    S.QUEUED: "it is queued",
+    S.STARTING: "it is starting",
+    S.WAITING_CAPACITY: "it is waiting for room on the host",
+    S.WAITING_ORG_LIMIT: "it is waiting for its org's other crawls",
+    S.RUNNING: "it is running",
+    S.PENDING_WAIT: "it is finishing",
+    S.GENERATE_WACZ: "it is packaging its archive",
+    S.PAUSED: "it is paused",
+    S.COMPLETE: "it is complete",
+    S.STOPPED_BY_USER: "it was stopped on request",
+    S.STOPPED_QUOTA_REACHED: "it stopped at its org's quota",
+    S.STOPPED_TIME_LIMIT: "it stopped at its time limit",
+    S.STOPPED_SIZE_LIMIT: "it stopped at its size limit",
+    S.STOPPED_PAGE_LIMIT: "it stopped at its page limit",
+    S.STOPPED_PAUSE_LIMIT: "it stopped after a pause too long",
+    S.SKIPPED_QUOTA_REACHED: "it never started: its org's storage quota was full",
+    S.FAILED: "it failed",
+    S.CANCELED: "it is canceled",
+}
+
+
+def said(status: str) -> str:
+    return SAID.get(status, f"it is {status}")
+
 
 class Move(NamedTuple):
     """A change of state: the states it may lead to, and the only ones it may leave."""

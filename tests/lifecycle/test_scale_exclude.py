@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 
 import pytest
@@ -9,6 +10,7 @@ from django.core.management import CommandError, call_command
 
 from archiver.errors import NotAllowed
 from crawls.models import Crawl, CrawlMessage, CrawlStatus
+from crawls.models.statuses import said
 from tests.lifecycle.claiming import NOW
 
 S = CrawlStatus
@@ -54,7 +56,7 @@ def test_scale_refuses_numbers_out_of_range(make_crawl, scale, says):
 @pytest.mark.parametrize("status", S.FINAL)
 def test_a_finished_crawl_cannot_be_scaled(make_crawl, status):
     crawl = make_crawl(status)
-    with pytest.raises(CommandError, match=f"cannot scale crawl {crawl.short_id}: it is {status}"):
+    with pytest.raises(CommandError, match=f"cannot scale crawl {crawl.short_id}: {re.escape(said(status))}"):
         run("scale", crawl.id, "2")
 
 
