@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import zlib
 
-from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse
 
 from archiver import conf
 from crawls import excerpts, storage
 from crawls.downloads import (
-    byte_range,
     file_name,
     never_rendered,
     open_archive,
     package_name,
+    range_asked,
+    ranged_response,
     read_span,
+    unsatisfiable,
 )
 from crawls.excerpts import Excerpt
 from crawls.models import Collection, CrawlFile
@@ -78,16 +80,9 @@ def serve_package(request, collection: Collection) -> HttpResponse:
     """The whole package, or the one range asked for (206), as an attachment."""
     zipped = package(collection)
     size = zipped.size
-    wanted = byte_range(request.headers.get("Range", ""), size) if "Range" in request.headers else None
+    wanted = range_asked(request, size)
     if wanted == "unsatisfiable":
-        response = HttpResponse(status=416)
-        response["Content-Range"] = f"bytes */{size}"
-        return never_rendered(response)
-    first, last = wanted or (0, size - 1)
-    response = StreamingHttpResponse(zipped.read(first, last), status=206 if wanted else 200,
-                                     content_type=ZIP_TYPE)
-    response["Content-Length"] = str(last - first + 1)
-    if wanted:
-        response["Content-Range"] = f"bytes {first}-{last}/{size}"
+        return unsatisfiable(size)
+    response = ranged_response(zipped.read(*(wanted or (0, size - 1))), wanted, size, ZIP_TYPE)
     response["Content-Disposition"] = f'attachment; filename="{collection.slug}.zip"'
     return never_rendered(response)

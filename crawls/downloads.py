@@ -78,6 +78,28 @@ def byte_range(header: str, size: int) -> tuple[int, int] | None | str:
     return first, last
 
 
+def range_asked(request, size: int) -> tuple[int, int] | None | str:
+    """The one range the request asks of `size` bytes (byte_range); None without a Range."""
+    return byte_range(request.headers.get("Range", ""), size) if "Range" in request.headers else None
+
+
+def unsatisfiable(size: int) -> HttpResponse:
+    """416, with the size the range missed."""
+    response = HttpResponse(status=416)
+    response["Content-Range"] = f"bytes */{size}"
+    return never_rendered(response)
+
+
+def ranged_response(body, wanted: tuple[int, int] | None, size: int, content_type: str) -> StreamingHttpResponse:
+    """`body` streamed: the range `wanted` of `size` bytes (206), or all of them (200)."""
+    first, last = wanted or (0, size - 1)
+    response = StreamingHttpResponse(body, status=206 if wanted else 200, content_type=content_type)
+    response["Content-Length"] = str(last - first + 1)
+    if wanted:
+        response["Content-Range"] = f"bytes {first}-{last}/{size}"
+    return response
+
+
 def read_span(handle, first: int, last: int):
     with handle:
         handle.seek(first)
@@ -102,20 +124,15 @@ def never_rendered(response: HttpResponse) -> HttpResponse:
 
 def serve_archive(request, data_dir: Path, relative: str, filename: str) -> HttpResponse:
     handle, size = open_archive(data_dir, relative)
-    wanted = byte_range(request.headers.get("Range", ""), size) if "Range" in request.headers else None
+    wanted = range_asked(request, size)
     if wanted == "unsatisfiable":
         handle.close()
-        response = HttpResponse(status=416)
-        response["Content-Range"] = f"bytes */{size}"
-    elif wanted is None:
+        return unsatisfiable(size)
+    if wanted is None:
         response = FileResponse(handle, content_type=WACZ_TYPE, as_attachment=True, filename=filename)
         response["Content-Length"] = str(size)
     else:
-        first, last = wanted
-        response = StreamingHttpResponse(read_span(handle, first, last), status=206,
-                                         content_type=WACZ_TYPE)
-        response["Content-Range"] = f"bytes {first}-{last}/{size}"
-        response["Content-Length"] = str(last - first + 1)
+        response = ranged_response(read_span(handle, *wanted), wanted, size, WACZ_TYPE)
     return never_rendered(response)
 
 
@@ -129,19 +146,14 @@ def serve_object(request, crawl_file, filename: str) -> HttpResponse:
         size = store.head(crawl_file.path)
         if size is None:
             raise Http404("this archive is not in its bucket")
-        wanted = byte_range(request.headers.get("Range", ""), size) if "Range" in request.headers else None
+        wanted = range_asked(request, size)
         if wanted == "unsatisfiable":
-            response = HttpResponse(status=416)
-            response["Content-Range"] = f"bytes */{size}"
-            return never_rendered(response)
+            return unsatisfiable(size)
         first, last = wanted or (0, size - 1)
         body = store.read(crawl_file.path, first, last) if size else iter(())
     except storage.StorageError as exc:
         return HttpResponse(f"{exc}\n", status=503, content_type="text/plain")
-    response = StreamingHttpResponse(body, status=206 if wanted else 200, content_type=WACZ_TYPE)
-    response["Content-Length"] = str(last - first + 1 if size else 0)
-    if wanted:
-        response["Content-Range"] = f"bytes {first}-{last}/{size}"
-    else:
+    response = ranged_response(body, wanted, size, WACZ_TYPE)
+    if not wanted:
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return never_rendered(response)
