@@ -167,17 +167,26 @@ class Fetched:
         body = self.exchange.body[:MAX_PARSE]
         encoding = (self.header("content-encoding") or "").lower().strip()
         try:
-            if encoding in ("gzip", "x-gzip"):
-                return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(body, MAX_PARSE)
-            if encoding == "deflate":
-                try:
-                    return zlib.decompressobj().decompress(body, MAX_PARSE)
-                except zlib.error:
-                    return zlib.decompressobj(-zlib.MAX_WBITS).decompress(body, MAX_PARSE)
+            decoded = undo_encoding(body, encoding, MAX_PARSE)
         except zlib.error:
             logger.warning("cannot decode %s body of %s", encoding, self.exchange.url)
             return b""
+        return body if decoded is None else decoded
+
+
+def undo_encoding(body: bytes, encoding: str, limit: int) -> bytes | None:
+    """`body` with the Content-Encoding we offer (gzip, deflate) undone, at most `limit`
+    bytes; None for another encoding; zlib.error for a body that does not decode."""
+    if encoding in ("", "identity"):
         return body
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(body, limit)
+    if encoding == "deflate":
+        try:
+            return zlib.decompressobj().decompress(body, limit)
+        except zlib.error:  # raw deflate, without the zlib header some servers leave out
+            return zlib.decompressobj(-zlib.MAX_WBITS).decompress(body, limit)
+    return None
 
 
 class Fetcher:

@@ -31,6 +31,7 @@ from archiver_crawler.fetch import (
     client_host,
     policy_connector,
     read_exchange,
+    undo_encoding,
 )
 from archiver_crawler.netpolicy import AddressPolicy, AddressRefused
 from archiver_crawler.warc import Exchange
@@ -117,17 +118,8 @@ def for_browser(exchange: Exchange) -> BrowserResponse:
 def decode_body(body: bytes, encoding: str) -> bytes | None:
     """`body` with its Content-Encoding undone; None for one we cannot undo. A body that
     does not decode is handed over as it is (what a browser shows of a broken one)."""
-    if encoding in ("", "identity"):
-        return body
     try:
-        if encoding in ("gzip", "x-gzip"):
-            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(body, MAX_BODY)
-        if encoding == "deflate":
-            try:
-                return zlib.decompressobj().decompress(body, MAX_BODY)
-            except zlib.error:
-                return zlib.decompressobj(-zlib.MAX_WBITS).decompress(body, MAX_BODY)
+        return undo_encoding(body, encoding, MAX_BODY)
     except zlib.error:
         logger.warning("cannot decode a %s body; the browser gets it undecoded", encoding)
         return body
-    return None
