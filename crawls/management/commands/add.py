@@ -15,6 +15,11 @@ from crawls.validation import check_slug
 SCOPES = ("page", "page-spa", "prefix", "host", "domain", "any", "custom")
 # CrawlConfig's field names, as argparse's dests too
 BROWSER_OPTIONS = ("browser", *BROWSER_FLAGS)
+# The options of add_crawl_arguments: what `add` and `schedule add` both take.
+CRAWL_OPTIONS = (
+    "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include", "exclude",
+    "workers", "scale", "dedup", "qa", *BROWSER_OPTIONS,
+)
 
 
 class Command(ArchiverCommand):
@@ -22,47 +27,48 @@ class Command(ArchiverCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("urls", nargs="+", metavar="URL", help="http:// or https:// seed URLs")
-        parser.add_argument("--depth", type=int_arg, default=-1, help="link depth; -1 = unlimited")
-        parser.add_argument("--limit", type=int_arg, dest="page_limit", metavar="PAGES",
-                            help="stop after this many pages")
-        parser.add_argument("--size-limit", type=size_arg, metavar="SIZE",
-                            help="stop at this size: 500MB, 2GiB or bytes")
-        parser.add_argument("--time-limit", type=duration_arg, metavar="DURATION",
-                            help="stop after this running time: 90s, 30m, 2h or seconds")
-        parser.add_argument("--scope", choices=SCOPES, default="prefix", dest="scope_type")
-        parser.add_argument("--include", action="append", default=[], metavar="RX",
-                            help="regex of URLs to include (repeatable)")
-        parser.add_argument("--exclude", action="append", default=[], metavar="RX",
-                            help="regex of URLs to exclude (repeatable)")
-        parser.add_argument("--workers", type=int_arg, default=1, help="browser workers per instance")
-        parser.add_argument("--scale", type=int_arg, default=1, help="crawler instances")
+        add_crawl_arguments(parser, dedup_default="off for a one-off crawl")
         parser.add_argument("--extra-hops", type=int_arg, default=0, help="hops beyond the scope")
         parser.add_argument("--user-agent", metavar="UA")
         parser.add_argument("--use-robots", action="store_true", help="obey robots.txt")
-        parser.add_argument("--dedup", action=argparse.BooleanOptionalAction, default=None,
-                            help="store revisit records for payloads the org kept already "
-                                 "(default: off for a one-off crawl)")
-        parser.add_argument("--qa", action="store_true", default=False,
-                         help="quality review once it ends and its archive is kept (as `archiver qa`)")
-        add_browser_arguments(parser)
-        parser.add_argument("--org", default="default", metavar="SLUG")
-        parser.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")
         parser.add_argument("--json", action="store_true", help="print the crawl as JSON")
 
     def run(self, *, urls, org, tags, json, **options):
         config = parse_crawl_config({
             "seeds": urls,
-            **{name: options[name] for name in (
-                "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include",
-                "exclude", "workers", "scale", "extra_hops", "user_agent", "use_robots",
-                "dedup", "qa", *BROWSER_OPTIONS,
-            )},
+            **{name: options[name] for name in (*CRAWL_OPTIONS, "extra_hops", "user_agent", "use_robots")},
         })
         crawl = actions.add(find_org(org), config, tags)
         if json:
             self.write_json(crawl.summary())
         else:
             self.stdout.write(crawl.id)
+
+
+def add_crawl_arguments(parser, dedup_default: str) -> None:
+    """The crawl options `add` and `schedule add` share (CRAWL_OPTIONS), and --org, --tag."""
+    parser.add_argument("--depth", type=int_arg, default=-1, help="link depth; -1 = unlimited")
+    parser.add_argument("--limit", type=int_arg, dest="page_limit", metavar="PAGES",
+                        help="stop after this many pages")
+    parser.add_argument("--size-limit", type=size_arg, metavar="SIZE",
+                        help="stop at this size: 500MB, 2GiB or bytes")
+    parser.add_argument("--time-limit", type=duration_arg, metavar="DURATION",
+                        help="stop after this running time: 90s, 30m, 2h or seconds")
+    parser.add_argument("--scope", choices=SCOPES, default="prefix", dest="scope_type")
+    parser.add_argument("--include", action="append", default=[], metavar="RX",
+                        help="regex of URLs to include (repeatable)")
+    parser.add_argument("--exclude", action="append", default=[], metavar="RX",
+                        help="regex of URLs to exclude (repeatable)")
+    parser.add_argument("--workers", type=int_arg, default=1, help="browser workers per instance")
+    parser.add_argument("--scale", type=int_arg, default=1, help="crawler instances")
+    parser.add_argument("--dedup", action=argparse.BooleanOptionalAction, default=None,
+                        help="store revisit records for payloads the org kept already "
+                             f"(default: {dedup_default})")
+    parser.add_argument("--qa", action="store_true", default=False,
+                        help="quality review once it ends and its archive is kept (as `archiver qa`)")
+    add_browser_arguments(parser)
+    parser.add_argument("--org", default="default", metavar="SLUG")
+    parser.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")
 
 
 def add_browser_arguments(parser) -> None:

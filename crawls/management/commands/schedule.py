@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 from django.core.management.base import CommandError
 from rich.table import Table
 
@@ -15,26 +13,13 @@ from crawls.cli import (
     OneLineParser,
     age,
     check_range,
-    duration_arg,
-    int_arg,
     parse_crawl_config,
-    size_arg,
 )
 from crawls.lease import db_now
-from crawls.management.commands.add import (
-    BROWSER_OPTIONS,
-    SCOPES,
-    add_browser_arguments,
-    find_org,
-)
+from crawls.management.commands.add import CRAWL_OPTIONS, add_crawl_arguments, find_org
 from crawls.models import Schedule
 from crawls.rules import shown
 from crawls.validation import check_cron_text
-
-CONFIG_OPTIONS = (
-    "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include", "exclude",
-    "workers", "scale", "dedup", "qa", *BROWSER_OPTIONS,
-)
 
 
 class Command(ArchiverCommand):
@@ -46,23 +31,7 @@ class Command(ArchiverCommand):
         adder = actions.add_parser("add", help="schedule a crawl of these seeds")
         adder.add_argument("cron", metavar="CRON", help="e.g. '0 3 * * *' (quote it)")
         adder.add_argument("urls", nargs="+", metavar="URL")
-        adder.add_argument("--depth", type=int_arg, default=-1, help="link depth; -1 = unlimited")
-        adder.add_argument("--limit", type=int_arg, dest="page_limit", metavar="PAGES")
-        adder.add_argument("--size-limit", type=size_arg, metavar="SIZE")
-        adder.add_argument("--time-limit", type=duration_arg, metavar="DURATION")
-        adder.add_argument("--scope", choices=SCOPES, default="prefix", dest="scope_type")
-        adder.add_argument("--include", action="append", default=[], metavar="RX")
-        adder.add_argument("--exclude", action="append", default=[], metavar="RX")
-        adder.add_argument("--workers", type=int_arg, default=1)
-        adder.add_argument("--scale", type=int_arg, default=1)
-        adder.add_argument("--dedup", action=argparse.BooleanOptionalAction, default=None,
-                           help="store revisit records for payloads the org kept already "
-                                "(default: on for a schedule's crawls)")
-        adder.add_argument("--qa", action="store_true", default=False,
-                         help="quality review once it ends and its archive is kept (as `archiver qa`)")
-        add_browser_arguments(adder)
-        adder.add_argument("--org", default="default", metavar="SLUG")
-        adder.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")
+        add_crawl_arguments(adder, dedup_default="on for a schedule's crawls")
         add_watch_arguments(adder)
         lister = actions.add_parser("list", help="schedules with their next run and last crawl")
         lister.add_argument("--json", action="store_true")
@@ -83,7 +52,7 @@ class Command(ArchiverCommand):
 
     def do_add(self, *, cron, urls, org, tags, **options):
         cron = check_cron_text(cron)
-        config = parse_crawl_config({"seeds": urls, **{name: options[name] for name in CONFIG_OPTIONS}})
+        config = parse_crawl_config({"seeds": urls, **{name: options[name] for name in CRAWL_OPTIONS}})
         watch = watch_from(options)
         now = db_now()
         schedule = schedules.create_schedule(find_org(org), cron, config, check_tags(tags), now=now)
