@@ -329,7 +329,7 @@ def test_staffs_capture_list_is_an_admin_page_whose_crawl_ids_are_links(admin_se
     collection, first, second, other = two
     client.force_login(admin_user)
     html = client.get("/web/*/http://both.test/").content.decode()
-    assert '<meta name="viewport"' in html and 'class="web-captures' in html
+    assert '<meta name="viewport"' in html and 'class="crawl-table web-captures"' in html
     for crawl in (first, second):
         assert f'<a href="/admin/crawls/crawl/{crawl.pk}/change/">{crawl.short_id}</a>' in html
 
