@@ -32,6 +32,7 @@ from crawls.models.statuses import (
     DISK_PAUSE,
     EVENT_FOR_FINAL,
     STOPPED_STATE,
+    CrawlOrigin,
     CrawlStatus,
     Intent,
     StopReason,
@@ -61,7 +62,7 @@ __all__ = [
 
 from crawls.models.collections import Collection  # noqa: E402  (issue 24)
 
-__all__ += ["Collection"]
+__all__ += ["Collection", "CrawlOrigin"]
 
 from crawls.models.search import INDEX_RETRY, TEXT_INDEXED, PageText  # noqa: E402
 

@@ -28,7 +28,15 @@ from crawls.models.events import CrawlEvent, iso
 from crawls.models.org import Org
 from crawls.models.process import Process, ProcessStatus
 from crawls.models.profiles import BrowserProfile
-from crawls.models.statuses import DISK_PAUSE, TRANSITIONS, CrawlStatus, Intent, StopReason, said
+from crawls.models.statuses import (
+    DISK_PAUSE,
+    TRANSITIONS,
+    CrawlOrigin,
+    CrawlStatus,
+    Intent,
+    StopReason,
+    said,
+)
 
 S = CrawlStatus
 
@@ -189,6 +197,9 @@ class Crawl(CrawlLimits, UserIntents, RunnerTransitions, Leased):
     finished_at = models.DateTimeField(null=True, blank=True)
     progress_at = models.DateTimeField(null=True, blank=True, help_text="Last time a page was done.")
     log_bytes = models.PositiveBigIntegerField(default=0, help_text="Bytes of log lines kept (bounded).")
+    origin = models.CharField(
+        max_length=16, choices=CrawlOrigin.choices, default=CrawlOrigin.CRAWL,
+        help_text="Crawled by archiver, or archives made elsewhere and imported (never launched).")
 
     objects = CrawlQuerySet.as_manager()
 

@@ -13,6 +13,11 @@ from django.db import models
 DISK_PAUSE = "paused: disk"  # waiting_reason of crawls the runner paused for disk space
 
 
+class CrawlOrigin(models.TextChoices):
+    CRAWL = "crawl"  # crawled by archiver's runner
+    IMPORT = "import"  # archives made elsewhere, taken in by `archiver import` (never launched)
+
+
 class CrawlStatus(models.TextChoices):
     QUEUED = "queued"  # waiting for a runner to claim it
     STARTING = "starting"  # claimed; its instances are being launched
