@@ -54,6 +54,21 @@ class StorageSettings(BaseModel):
     # Seconds a crawl waits for a bucket that does not answer (its uploads retried, its end
     # put off) before it fails saying so: a maintenance or a network cut is waited out.
     storage_grace: float = Field(default=3600, gt=0, le=7 * 86400)
+    # Archives signed with a domain by this authsign server (docs/security.md); unset = with
+    # archiver's own key in the data dir. The token reaches crawlers by their environment.
+    signing_url: str | None = None
+    signing_token: SecretStr | None = None
+
+    @field_validator("signing_url")
+    @classmethod
+    def _signing_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+            raise ValueError("must be http(s)://host[:port]/path of an authsign server's /sign, "
+                             "with no credentials (the token is ARCHIVER_SIGNING_TOKEN)")
+        return value
 
     @field_validator("storage_url")
     @classmethod

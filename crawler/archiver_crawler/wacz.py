@@ -16,6 +16,7 @@ from pathlib import Path
 
 from archiver_crawler import __version__
 from archiver_crawler.dedup import required_archives
+from archiver_crawler.signing import SigningFailed, signed_data
 from archiver_crawler.warc import sidecar_index_path, url_key
 
 logger = logging.getLogger(__name__)
@@ -151,6 +152,21 @@ def _whole_lines(path: Path) -> bytes:
     return b"".join(whole)
 
 
+def _digest(package_bytes: bytes, created: str, software: str) -> str:
+    """datapackage-digest.json, signed (archiver_crawler/signing.py) when the environment
+    says how. An archive that cannot be signed is still written, unsigned, and that is said:
+    its pages matter more than its signature."""
+    digest = {"path": "datapackage.json", "hash": "sha256:" + hashlib.sha256(package_bytes).hexdigest()}
+    try:
+        signed = signed_data(digest["hash"], created, software)
+    except (SigningFailed, ImportError) as exc:
+        logger.error("the archive is not signed: %s", exc)
+        signed = None
+    if signed:
+        digest["signedData"] = signed
+    return json.dumps(digest, indent=2)
+
+
 def build_wacz(collection_dir: Path, collection: str, main_page: str | None = None) -> Path | None:
     """Write `<collection>.wacz` (atomically replacing the previous one); None if nothing to pack.
 
@@ -184,13 +200,15 @@ def build_wacz(collection_dir: Path, collection: str, main_page: str | None = No
                     lines = _whole_lines(pages)
                     resources.append(_pack(zf, io.BytesIO(lines), len(lines), f"pages/{name}",
                                            zipfile.ZIP_STORED))
+            created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            software = f"archiver-crawler {__version__}"
             package = {
                 "profile": "data-package",
                 "resources": resources,
                 "title": collection,
-                "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "created": created,
                 "wacz_version": WACZ_VERSION,
-                "software": f"archiver-crawler {__version__}",
+                "software": software,
             }
             if main_page:
                 package["mainPageURL"] = main_page
@@ -200,9 +218,7 @@ def build_wacz(collection_dir: Path, collection: str, main_page: str | None = No
                 package["relation"] = {"requires": requires}
             package_bytes = json.dumps(package, indent=2).encode()
             zf.writestr("datapackage.json", package_bytes, compress_type=zipfile.ZIP_STORED)
-            digest = {"path": "datapackage.json",
-                      "hash": "sha256:" + hashlib.sha256(package_bytes).hexdigest()}
-            zf.writestr("datapackage-digest.json", json.dumps(digest, indent=2),
+            zf.writestr("datapackage-digest.json", _digest(package_bytes, created, software),
                         compress_type=zipfile.ZIP_STORED)
         os.replace(partial, target)
     logger.info("wrote %s from %d WARC file(s)", target, len(warcs))

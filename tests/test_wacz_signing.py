@@ -1,0 +1,179 @@
+"""Signed WACZ (issue 43): archives the crawler builds carry a wacz-auth 0.1.0 signature that a
+checker written here from the spec accepts, `wacz validate` still passes, and `archiver verify`
+says plainly what does not hold in a tampered copy (exit 1)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from tests.crawler.test_units import small_collection
+
+
+def spec_check(path: Path) -> dict:
+    """wacz-auth 0.1.0, verification steps 1-3 for an anonymous signature, from the spec
+    (not archiver's code): every resource's sha256, the digest of datapackage.json, and
+    ECDSA P-384 / SHA-256 over the `hash` string, the signature r|s in base64 and the public
+    key a base64 SubjectPublicKeyInfo."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+    with zipfile.ZipFile(path) as zf:
+        package_bytes = zf.read("datapackage.json")
+        package = json.loads(package_bytes)
+        for resource in package["resources"]:
+            assert resource["hash"] == "sha256:" + hashlib.sha256(zf.read(resource["path"])).hexdigest()
+        digest = json.loads(zf.read("datapackage-digest.json"))
+    assert digest["path"] == "datapackage.json"
+    assert digest["hash"] == "sha256:" + hashlib.sha256(package_bytes).hexdigest()
+    signed = digest["signedData"]
+    assert signed["hash"] == digest["hash"]
+    assert signed["created"] == package["created"]
+    assert {"software", "version"} <= set(signed)
+    public = serialization.load_der_public_key(base64.b64decode(signed["publicKey"]))
+    assert isinstance(public, ec.EllipticCurvePublicKey) and public.curve.name == "secp384r1"
+    raw = base64.b64decode(signed["signature"])
+    assert len(raw) == 96
+    der = encode_dss_signature(int.from_bytes(raw[:48], "big"), int.from_bytes(raw[48:], "big"))
+    public.verify(der, signed["hash"].encode(), ec.ECDSA(hashes.SHA256()))  # raises if not
+    return signed
+
+
+@pytest.fixture
+def signed_wacz(tmp_path, conf_data_dir, monkeypatch) -> Path:
+    from archiver_crawler.wacz import build_wacz
+
+    from archiver.conf import get
+    from crawls import wacz_auth
+
+    monkeypatch.setenv(*next(iter(wacz_auth.crawler_env(get()).items())))
+    coll, _ = small_collection(tmp_path, ["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"])
+    return build_wacz(coll, "coll")
+
+
+def rewritten(source: Path, target: Path, change) -> Path:
+    """A copy of the zip with `change(name, data) -> data` applied to each member (CRCs right,
+    as a careful forger would leave them)."""
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info, change(info.filename, src.read(info)))
+    return target
+
+
+def verify_fails(path: Path) -> str:
+    with pytest.raises(CommandError) as caught:
+        call_command("verify", str(path), stdout=(out := _Out()))
+    assert caught.value.returncode == 1
+    return out.text + str(caught.value)
+
+
+class _Out:
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text, ending="\n"):
+        self.text += text + ending
+
+    def isatty(self):
+        return False
+
+    def flush(self):
+        pass
+
+
+def test_the_crawlers_wacz_is_signed_as_the_spec_says(signed_wacz, conf_data_dir):
+    from crawls import wacz_auth
+
+    signed = spec_check(signed_wacz)
+    assert signed["publicKey"] == wacz_auth.public_key(conf_data_dir)
+    key_file = conf_data_dir / wacz_auth.KEY_FILE
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    validated = subprocess.run([sys.executable, "-m", "wacz", "validate", "-f", str(signed_wacz)],
+                               capture_output=True, text=True, timeout=120)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+
+
+def test_archiver_verify_says_it_holds_and_who_signed(signed_wacz, db):
+    out = _Out()
+    call_command("verify", str(signed_wacz), stdout=out)
+    assert "verified — signed by this archiver (key " in out.text
+    assert "FAILS" not in out.text
+
+
+def test_one_byte_of_a_warc_changed_fails(signed_wacz, tmp_path, db):
+    def flip(name, data):
+        return data[:100] + bytes([data[100] ^ 1]) + data[101:] if name.startswith("archive/") else data
+
+    said = verify_fails(rewritten(signed_wacz, tmp_path / "warc.wacz", flip))
+    assert "archive/" in said and "was changed: its sha256 is not the one in datapackage.json" in said
+    assert "DOES NOT VERIFY" in said
+
+
+def test_a_raw_byte_flip_fails_too(signed_wacz, tmp_path, db):
+    raw = bytearray(signed_wacz.read_bytes())
+    with zipfile.ZipFile(signed_wacz) as zf:
+        info = next(i for i in zf.infolist() if i.filename.startswith("archive/"))
+    raw[info.header_offset + 30 + len(info.filename) + 50] ^= 0xFF
+    (copy := tmp_path / "raw.wacz").write_bytes(bytes(raw))
+    assert "was changed" in verify_fails(copy)
+
+
+def test_datapackage_edited_fails(signed_wacz, tmp_path, db):
+    def edit(name, data):
+        return data.replace(b'"title": "coll"', b'"title": "other"') if name == "datapackage.json" else data
+
+    said = verify_fails(rewritten(signed_wacz, tmp_path / "package.wacz", edit))
+    assert "datapackage.json was changed" in said
+
+
+def test_signature_altered_fails(signed_wacz, tmp_path, db):
+    def alter(name, data):
+        if name != "datapackage-digest.json":
+            return data
+        body = json.loads(data)
+        raw = bytearray(base64.b64decode(body["signedData"]["signature"]))
+        raw[10] ^= 1
+        body["signedData"]["signature"] = base64.b64encode(bytes(raw)).decode()
+        return json.dumps(body).encode()
+
+    said = verify_fails(rewritten(signed_wacz, tmp_path / "sig.wacz", alter))
+    assert "the signature does not hold" in said
+
+
+def test_an_old_key_still_verifies_after_rotation(signed_wacz, conf_data_dir, db):
+    from crawls import wacz_auth
+
+    old = wacz_auth.public_key(conf_data_dir)
+    new = wacz_auth.rotate_key(conf_data_dir)
+    assert new != old and wacz_auth.known_keys(conf_data_dir) == [old, new]
+    report = wacz_auth.verify(signed_wacz)
+    assert report.ok and report.signer_words(wacz_auth.known_keys(conf_data_dir)).startswith("this archiver")
+    assert report.signer_words([new]).startswith("an anonymous key")
+
+
+def test_a_collection_package_digest_is_signed_and_stable(conf_data_dir):
+    from crawls import wacz_auth
+
+    package = b'{"profile": "multi-wacz-package"}'
+    first = wacz_auth.package_digest(package, "2026-01-01T00:00:00Z", conf_data_dir, "archiver")
+    assert first == wacz_auth.package_digest(package, "2026-01-01T00:00:00Z", conf_data_dir, "archiver")
+    assert json.loads(first)["signedData"]["publicKey"] == wacz_auth.public_key(conf_data_dir)
+
+
+def test_unreadable_archives_are_said_not_raised(tmp_path):
+    from crawls import wacz_auth
+
+    (junk := tmp_path / "junk.wacz").write_bytes(b"not a zip")
+    report = wacz_auth.verify(junk)
+    assert not report.ok and "cannot be read" in report.result()
