@@ -4,8 +4,9 @@ Kept WACZs are read here, off the supervise tick (runner/steps/periodic.py): the
 digests of their responses go into PayloadDigest (first holder wins), the archives their
 datapackage.json requires into FileDependency. Before a deduplicating crawl's launch the
 org's digests are handed to its crawler in Redis: `<crawl id>:dedup` for archiver's (see the
-crawler's dedup.py), the index layout of its own for browsertrix-crawler. Deleting an
-archive others require is refused, naming them.
+crawler's dedup.py), the index layout of its own for browsertrix-crawler; archiver's also
+gets `<crawl id>:dedup:urls`, the validators (ETag, Last-Modified) of the URLs kept with
+them, for conditional GETs. Deleting an archive others require is refused, naming them.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ FILES_PER_PASS = 2  # a pass stays short; the next one goes on with the rest
 RETRY = timedelta(minutes=30)  # a file that could not be read is tried again after this
 _HANDED = 5000  # digests per HSET when filling a crawler's Redis
 DIGEST_MAX = PayloadDigest._meta.get_field("digest").max_length
+MIME_MAX = PayloadDigest._meta.get_field("mime").max_length
+ETAG_MAX = PayloadDigest._meta.get_field("etag").max_length
+MODIFIED_MAX = PayloadDigest._meta.get_field("last_modified").max_length
 log = logging.getLogger(__name__)
 
 
@@ -51,9 +55,11 @@ def _stamp_date(stamp: str) -> str:
         "%Y-%m-%dT%H:%M:%SZ")
 
 
-def index_lines(zf: zipfile.ZipFile, revisited: set[str] | None = None):
+def index_lines(zf: zipfile.ZipFile, revisited: set[str] | None = None,
+                validators: dict[str, tuple[str, str, str]] | None = None):
     """(digest, url, date) of each whole 200 response in the WACZ's CDXJ index; the digests
-    its revisit records name go into `revisited`."""
+    its revisit records name go into `revisited`, and (mime, ETag, Last-Modified) of a
+    response whose line gives a validator into `validators`, by digest."""
     name = next((n for n in INDEX_NAMES if n in zf.namelist()), None)
     if name is None:
         return
@@ -75,6 +81,10 @@ def index_lines(zf: zipfile.ZipFile, revisited: set[str] | None = None):
                 if revisited is not None:
                     revisited.add(digest)
             elif str(fields.get("status")) == "200" and isinstance(url, str) and url:
+                if validators is not None:
+                    found = validators_of(fields)
+                    if found is not None:
+                        validators[digest] = found
                 yield digest, url, date
 
 
@@ -89,13 +99,25 @@ def digest_of(fields) -> str | None:
     return digest if len(digest) <= DIGEST_MAX else None
 
 
+def validators_of(fields: dict) -> tuple[str, str, str] | None:
+    """(mime, ETag, Last-Modified) of an index line that gives a validator (archiver's
+    crawler writes `etag` / `lastModified`), each bounded as its column; None otherwise."""
+    values = []
+    for key, limit in (("mime", MIME_MAX), ("etag", ETAG_MAX), ("lastModified", MODIFIED_MAX)):
+        value = fields.get(key)
+        ok = isinstance(value, str) and len(value) <= limit and not set(value) & {"\r", "\n"}
+        values.append(value if ok else "")
+    return tuple(values) if values[1] or values[2] else None
+
+
 def index_file(crawl_file: CrawlFile, settings) -> None:
     """Record one kept WACZ's payloads and requirements (again is harmless)."""
     revisited: set[str] = set()
+    validators: dict[str, tuple[str, str, str]] = {}
     with open_kept(crawl_file, settings) as fh, zipfile.ZipFile(fh) as zf:
-        rows: list[tuple[str, str, str]] = []
-        for row in index_lines(zf, revisited):
-            rows.append(row)
+        rows: list[tuple[str, ...]] = []
+        for row in index_lines(zf, revisited, validators):
+            rows.append(row + validators.pop(row[0], ()))
             if len(rows) >= BATCH:
                 PayloadDigest.add_batch(crawl_file, rows)
                 rows = []
@@ -170,42 +192,62 @@ def known_payloads(crawl):
 def index_bytes(crawl, limit: int | None, browsertrix: bool) -> int:
     """About what handing up to `limit` payloads takes in Redis: per payload its URL and
     the rest of its entry (measured by bench/dedup_handing.py: 140 and 290 bytes beside a
-    60-byte URL; browsertrix-crawler's layout holds each digest twice)."""
+    60-byte URL; browsertrix-crawler's layout holds each digest twice), and for archiver's
+    crawler each URL kept with validators once more (its JSON entry, estimated)."""
     rows = known_payloads(crawl)
     rows = rows[:limit] if limit is not None else rows
     found = PayloadDigest.objects.filter(pk__in=rows.values("pk")).aggregate(
-        n=Count("pk"), url=Sum(Length("url")))
-    return found["n"] * (300 if browsertrix else 150) + (found["url"] or 0)
+        n=Count("pk"), url=Sum(Length("url")),
+        validated=Count("pk", filter=~Q(etag="") | ~Q(last_modified="")))
+    # archiver's crawler also gets each URL kept with validators (~200 bytes and the URL).
+    urls = 0 if browsertrix else found["validated"] * 260
+    return found["n"] * (300 if browsertrix else 150) + (found["url"] or 0) + urls
 
 
-def _known(crawl, limit: int | None):
-    """(digest, date, file id, source crawl id, url) of the first `limit` known payloads."""
+def _known(crawl, limit: int | None, *fields: str):
+    """(digest, date, file id, source crawl id, url, *fields) of the first `limit` known
+    payloads."""
     rows = known_payloads(crawl).values_list("digest", "date", "crawl_file_id",
-                                             "crawl_file__crawl_id", "url")
+                                             "crawl_file__crawl_id", "url", *fields)
     return (rows[:limit] if limit is not None else rows).iterator(chunk_size=_HANDED)
 
 
 def hand_to_crawler(client, crawl, limit: int | None = None) -> int:
-    """Fill `<crawl id>:dedup` (digest -> "<date> <file pk> <url>") and `<crawl id>:dedup:files`
-    for archiver's crawler, with up to `limit` payloads; how many. Replaces what a previous
-    launch left."""
+    """Fill `<crawl id>:dedup` (digest -> "<date> <file pk> <url>"), `<crawl id>:dedup:urls`
+    (a URL kept with validators -> its newest record, for conditional GETs) and
+    `<crawl id>:dedup:files` for archiver's crawler, with up to `limit` payloads; how many.
+    Replaces what a previous launch left."""
     drop_handed(client, crawl)
-    key, files_key = f"{crawl.pk}:dedup", f"{crawl.pk}:dedup:files"
-    total, chunk, file_ids = 0, {}, set()
-    for digest, date, file_id, _, url in _known(crawl, limit):
+    files_key = f"{crawl.pk}:dedup:files"
+    total, chunk, urls, file_ids = 0, {}, {}, set()
+    seen_urls: set[str] = set()  # newest first: a URL's older records are not its validators
+    for digest, date, file_id, _, url, mime, etag, modified in _known(
+            crawl, limit, "mime", "etag", "last_modified"):
         chunk[digest] = f"{date} {file_id} {url}"
         file_ids.add(file_id)
+        if (etag or modified) and url not in seen_urls:
+            urls[url] = json.dumps({"digest": digest, "date": date, "file": str(file_id),
+                                    "mime": mime, "etag": etag, "lastModified": modified})
+        seen_urls.add(url)
         if len(chunk) >= _HANDED:
-            client.hset(key, mapping=chunk)
-            total, chunk = total + len(chunk), {}
-    if chunk:
-        client.hset(key, mapping=chunk)
-        total += len(chunk)
+            _write_crawler(client, crawl, chunk, urls)
+            total, chunk, urls = total + len(chunk), {}, {}
+    _write_crawler(client, crawl, chunk, urls)
+    total += len(chunk)
     if file_ids:
         client.hset(files_key, mapping={
             str(f.pk): json.dumps(requirement(f))
             for f in CrawlFile.objects.filter(pk__in=file_ids)})
     return total
+
+
+def _write_crawler(client, crawl, entries: dict, urls: dict) -> None:
+    with client.pipeline(transaction=False) as pipe:
+        if entries:
+            pipe.hset(f"{crawl.pk}:dedup", mapping=entries)
+        if urls:
+            pipe.hset(f"{crawl.pk}:dedup:urls", mapping=urls)
+        pipe.execute()
 
 
 # browsertrix-crawler's dedup index (1.12 and later; its docs/develop/dedupe.md and
@@ -263,8 +305,8 @@ def drop_handed(client, crawl) -> None:
     own = {f"h:{crawl.pk}", f"h:{crawl.pk}:counts", f"c:{crawl.pk}:wacz"}
     stale = [k for pattern in ("h:*", "c:*:wacz") for k in client.scan_iter(match=pattern)
              if (k.decode() if isinstance(k, bytes) else k) not in own]
-    client.delete(f"{crawl.pk}:dedup", f"{crawl.pk}:dedup:files", BROWSERTRIX_ALL, "allcrawls",
-                  *stale)
+    client.delete(f"{crawl.pk}:dedup", f"{crawl.pk}:dedup:files", f"{crawl.pk}:dedup:urls",
+                  BROWSERTRIX_ALL, "allcrawls", *stale)
 
 
 def _write_browsertrix(client, owners: dict, values: dict) -> None:

@@ -49,7 +49,10 @@ def index_file(data_dir: Path, file: CrawlFile, now: dt.datetime,
     try:
         with transaction.atomic(), kept_entries(data_dir, file, limits, store) as entries:
             PageText.objects.filter(file=file).delete()
-            count = PageText.objects.add(file.crawl_id, file.pk, page_rows(entries))
+            unchanged: list[tuple[str, dt.datetime | None]] = []
+            count = PageText.objects.add(file.crawl_id, file.pk, page_rows(entries, unchanged))
+            # After the copy: PostgreSQL's connection runs no query while it copies.
+            count += PageText.objects.add(file.crawl_id, file.pk, list(kept_rows(file, unchanged)))
     except (archive.Refused, OSError, storage.StorageError) as exc:
         if stop is not None and stop.is_set():  # the runner stops: nothing written, due again
             file.index_failed("interrupted", now)
@@ -74,18 +77,38 @@ def kept_entries(data_dir: Path, file: CrawlFile, limits: archive.Limits,
         yield archive.page_entries(handle, file.size, limits)
 
 
-def page_rows(entries: Iterator[dict]) -> Iterator[PageRow]:
+def page_rows(entries: Iterator[dict],
+              unchanged: list[tuple[str, dt.datetime | None]] | None = None) -> Iterator[PageRow]:
     """The entries that are pages (a URL, and a title or a text), bounded, without the NULs
-    PostgreSQL's text refuses."""
+    PostgreSQL's text refuses. A page the server said was not modified (a 304 to a
+    conditional GET) has no text of its own: its URL and time go into `unchanged`."""
     for entry in entries:
         url, title, text = entry.get("url"), entry.get("title"), entry.get("text")
         if not isinstance(url, str) or not url:
             continue  # the list's header, or not a page
         title = title if isinstance(title, str) else ""
         text = text if isinstance(text, str) else ""
+        if not (title or text) and entry.get("notModified") is True and unchanged is not None:
+            unchanged.append((url[:8000], _time(entry.get("ts"))))
         if title or text:
             yield (_clean(url[:8000]), _clean(title[:2000]), _clean(text[:TEXT_INDEXED]),
                    _time(entry.get("ts")))
+
+
+def kept_rows(file: CrawlFile, unchanged: list[tuple[str, dt.datetime | None]]) -> Iterator[PageRow]:
+    """The unchanged pages with the title and text of the org's newest indexed capture of
+    each URL (in slices: a database takes only so many parameters in one query)."""
+    org = file.crawl.org_id
+    for start in range(0, len(unchanged), 500):
+        part = dict(unchanged[start:start + 500])
+        kept = {}
+        for url, title, text in (PageText.objects.filter(crawl__org_id=org, url__in=part)
+                                 .exclude(file=file).order_by("captured_at", "pk")
+                                 .values_list("url", "title", "text")):
+            kept[url] = (title, text)  # the newest last, so it wins
+        for url, at in part.items():
+            if url in kept:
+                yield (url, *kept[url], at)
 
 
 def _clean(value: str) -> str:

@@ -108,9 +108,9 @@ class Crawler:
 
     async def _load_dedup(self) -> None:
         if self.config.dedup:
-            self.output.known = await KnownPayloads.load(
+            self.output.known = self.pages.fetcher.known = await KnownPayloads.load(
                 self.state.redis, self.config.crawl_id, self.config.collection_dir)
-            logger.info("deduplicating against %d payload(s) the org kept", len(self.output.known))
+            logger.info("deduplicating against %s", self.output.known)
 
     async def _crawl(self) -> ExitCode:
         """The workers to their end, then the instance's finishing steps."""

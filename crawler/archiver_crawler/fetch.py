@@ -30,6 +30,7 @@ import yarl
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
+from archiver_crawler.dedup import KnownPayloads
 from archiver_crawler.netpolicy import AddressPolicy, AddressRefused, NotAnAddress, literal_address
 from archiver_crawler.warc import Exchange
 
@@ -213,6 +214,8 @@ class Fetcher:
         self._next_slot: dict[str, float] = {}
         self._robots: dict[str, RobotFileParser] = {}
         self._robots_locks: dict[str, asyncio.Lock] = {}
+        # A deduplicating crawl's kept responses: GETs of those URLs are conditional.
+        self.known: KnownPayloads | None = None
 
     async def close(self) -> None:
         await self.session.close()
@@ -246,7 +249,9 @@ class Fetcher:
 
     async def _fetch(self, url: str) -> Fetched:
         date = datetime.now(UTC)
-        async with self.session.get(url, allow_redirects=False) as response:
+        conditions = self.known.conditions(url) if self.known is not None else ()
+        async with self.session.get(url, allow_redirects=False,
+                                    headers=dict(conditions) or None) as response:
             return Fetched(await read_exchange(response, url, "GET", date))
 
     async def allowed_by_robots(self, url: str) -> bool:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
+from archiver_crawler.dedup import Kept
 from archiver_crawler.fetch import Fetched, Fetcher
 from archiver_crawler.links import extract_html
 
@@ -44,6 +45,9 @@ class PageResult:
     # seen(url) True for those the crawl holds already. None: `fetched` is archived.
     loaded: tuple[str, ...] = ()
     archive: Callable | None = None
+    # A 304 to a conditional GET: the kept record it stands for (pages.jsonl lists the page
+    # as that record was, and the search takes its text).
+    not_modified: Kept | None = None
 
 
 class PageLoader(Protocol):
@@ -62,6 +66,11 @@ class HttpPageLoader:
         location = fetched.header("location") if fetched.status in REDIRECTS else None
         if location:
             return PageResult(fetched, redirect=urljoin(url, location))
+        if fetched.status == 304 and self.fetcher.known is not None:
+            kept = self.fetcher.known.kept(url)
+            if kept is not None:
+                pages, others = self.fetcher.known.kept_urls(urlsplit(url).netloc)
+                return PageResult(fetched, links=pages, requisites=others, not_modified=kept)
         if fetched.mime in HTML_TYPES:
             extracted = extract_html(fetched.decoded_body(), url)
             return PageResult(fetched, extracted.title, extracted.text, PARSED,

@@ -94,6 +94,8 @@ class PageProcessor:
             "status": fetched.status, "depth": entry.depth, "seed": entry.depth == 0,
             "loadState": result.load_state,
         }
+        if result.not_modified is not None:
+            page.update(mime=result.not_modified.mime, status=200, notModified=True)
         if result.text:
             page["text"] = result.text
         if result.final_url and result.final_url != entry.url:

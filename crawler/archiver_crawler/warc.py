@@ -25,7 +25,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from archiver_crawler import __version__
-from archiver_crawler.dedup import REVISIT_PROFILE, KnownPayloads, Original
+from archiver_crawler.dedup import (
+    NOT_MODIFIED_PROFILE,
+    REVISIT_PROFILE,
+    Kept,
+    KnownPayloads,
+    Original,
+)
 from archiver_crawler.errors import OutOfSpace
 
 logger = logging.getLogger(__name__)
@@ -46,6 +52,10 @@ _SIMPLE_URL = re.compile(
     r"^(https?)://([a-z0-9-]+(?:\.[a-z0-9-]+)*)(?::([1-9]\d*))?((?:/[a-z0-9_-][a-z0-9_.-]*)*/?)$")
 _WWW = re.compile(r"^(https?://)www\d*\.")
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
+# A response's validators go into its index line, where the runner's dedup pass reads them
+# for the next crawl's conditional GETs (a longer one is no validator worth keeping).
+_VALIDATORS = {"etag": "etag", "last-modified": "lastModified"}
+_VALIDATOR_MAX = 200
 
 
 @dataclass
@@ -140,6 +150,10 @@ class WarcFile:
         head = _http_head(status_line, [
             (f"X-Archive-Orig-{k}" if k.lower() in _RENAMED else k, v)
             for k, v in ex.response_headers])
+        if known is not None and ex.status == 304 and ex.method == "GET":
+            kept = known.revisit_of_not_modified(ex.url)
+            if kept is not None:
+                return self._write_not_modified(ex, date, head, ip, kept)
         response_id = _record_id()
         payload_digest = _sha1(ex.body)
         # Only a whole 200 body is stood for by an earlier copy: an empty body gains nothing,
@@ -166,6 +180,24 @@ class WarcFile:
         self._index.append(self._cdxj_line(ex, payload_digest, offset, length,
                                            revisit=original is not None))
         return original is not None
+
+    def _write_not_modified(self, ex: Exchange, date: str, head: bytes, ip: str,
+                            kept: Kept) -> bool:
+        """A 304 to a conditional GET: a `server-not-modified` revisit holding the 304's
+        headers, referring to the kept record (no request record, as for any GET revisit;
+        no payload digest: the 304 carried no payload)."""
+        record = _record(
+            "revisit", ex.url, date, _record_id(), head, None,
+            f"{ip}WARC-Profile: {NOT_MODIFIED_PROFILE}\r\nWARC-Refers-To-Target-URI: {kept.url}\r\n"
+            f"WARC-Refers-To-Date: {kept.date}\r\n", content_type="application/http")
+        offset, length = self._emit(record, REVISIT_GZIP_LEVEL)
+        # The index line names the kept payload and the kept record's status, as an
+        # identical-payload revisit's does: the runner's dependency check, diff and QA find
+        # the kept record by that digest, and ReplayWeb.page serves a revisit indexed as a
+        # 304 as an empty 304 instead of the kept body.
+        self._index.append(self._cdxj_line(ex, kept.digest, offset, length, revisit=True,
+                                           status=200))
+        return True
 
     def write_resource(self, uri: str, content_type: str, body: bytes, date: datetime,
                        extra_headers: list[tuple[str, str]] = ()) -> None:
@@ -196,16 +228,22 @@ class WarcFile:
         return offset, len(member)
 
     def _cdxj_line(self, ex: Exchange, digest: str, offset: int, length: int,
-                   revisit: bool = False) -> str:
-        """The line cdxj-indexer would write for this response (or revisit) record."""
+                   revisit: bool = False, status: int | None = None) -> str:
+        """The line cdxj-indexer would write for this response (or revisit) record, with a
+        whole 200 response's validators (ETag, Last-Modified) beside."""
         mime = next((v for k, v in ex.response_headers if k.lower() == "content-type"), None)
+        extra = ""
         if revisit:
             mime = "warc/revisit"
+        elif ex.status == 200:
+            extra = "".join(f", {json.dumps(_VALIDATORS[k.lower()])}: {json.dumps(v)}"
+                            for k, v in ex.response_headers
+                            if k.lower() in _VALIDATORS and 0 < len(v) <= _VALIDATOR_MAX)
         mime_field = f', "mime": {json.dumps(mime.split(";")[0].strip())}' if mime else ""
         stamp = ex.date.astimezone(UTC).strftime("%Y%m%d%H%M%S")
         return (f'{url_key(ex.url)} {stamp} {{"url": {json.dumps(ex.url)}{mime_field}, '
-                f'"status": "{ex.status}", "digest": "{digest}", "length": "{length}", '
-                f'"offset": "{offset}", "filename": "{self.name}"}}')
+                f'"status": "{status or ex.status}", "digest": "{digest}", "length": "{length}", '
+                f'"offset": "{offset}", "filename": "{self.name}"{extra}}}')
 
     def close(self) -> None:
         """Close the WARC and leave its index beside it (the WACZ then needs no re-read)."""

@@ -20,6 +20,11 @@ class PayloadDigest(models.Model):
     url = models.TextField()
     date = models.CharField(max_length=32, help_text="WARC-Date of the record holding it.")
     crawl_file = models.ForeignKey("CrawlFile", on_delete=models.CASCADE, related_name="payloads")
+    # The record's validators, when its index line gave them (archiver's crawler writes
+    # them): a recrawl's GET of `url` is then conditional (docs/storage.md).
+    mime = models.CharField(max_length=100, blank=True, default="")
+    etag = models.CharField(max_length=200, blank=True, default="")
+    last_modified = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["org", "digest"], name="payload_org_digest")]
@@ -28,12 +33,13 @@ class PayloadDigest(models.Model):
         return self.digest
 
     @classmethod
-    def add_batch(cls, crawl_file, rows: list[tuple[str, str, str]]) -> None:
-        """(digest, url, date) rows of one kept file; a digest the org has already stays
-        with its first holder."""
+    def add_batch(cls, crawl_file, rows: list[tuple[str, ...]]) -> None:
+        """(digest, url, date[, mime, etag, last modified]) rows of one kept file; a digest
+        the org has already stays with its first holder."""
         cls.objects.bulk_create(
-            [cls(org_id=crawl_file.crawl.org_id, digest=d, url=u, date=t, crawl_file=crawl_file)
-             for d, u, t in rows], ignore_conflicts=True)
+            [cls(org_id=crawl_file.crawl.org_id, digest=d, url=u, date=t, crawl_file=crawl_file,
+                 **dict(zip(("mime", "etag", "last_modified"), rest, strict=False)))
+             for d, u, t, *rest in rows], ignore_conflicts=True)
 
 
 class FileDependency(models.Model):
