@@ -13,7 +13,9 @@ Scores, each 0 to 1, None when it cannot be taken:
 - resources: the share of the replay's requests the archives answered;
 - screenshot: the replay's viewport against the capture's `urn:view:` screenshot, where the
   crawl took one: 1 - (pixels that differ / pixels that are not background), on 320×200
-  grey thumbnails, so a missing line of text counts on a white page;
+  grey thumbnails, so a missing line of text counts on a white page. The replay's viewport
+  is the capture's: its screenshot's size, else the one the crawl's crawler had
+  (browsertrix-crawler's 1920×1080; archiver's own has the engine's default window);
 and `score`, their mean. The replay's screenshot is kept under the data dir
 (qa/<crawl>/<review>/<n>.png) for the admin to show beside the capture's.
 """
@@ -27,6 +29,7 @@ import io
 import os
 import secrets
 import shutil
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,9 +44,10 @@ from django.db import transaction
 from archiver.errors import ArchiverError
 from crawls import dedup, diffing, kept_wacz
 from crawls.models import Crawl, PageReview
+from runner.launchers.engine import OWN_IMAGE
 
 # As the crawler waits by default (load, then network idle): what a script draws late shows.
-REPLAY = PageOptions(page_load_timeout=30.0, screenshot=True, settle_timeout=2.0)
+REPLAY = PageOptions(page_load_timeout=30.0, screenshots=("view",), settle_timeout=2.0)
 THUMB = (320, 200)
 INK = 32  # grey levels apart: a pixel that differs, or is not background
 MAX_PIXELS = 40_000_000  # a screenshot larger than this is not decoded (a bomb)
@@ -52,6 +56,9 @@ MAX_PIXELS = 40_000_000  # a screenshot larger than this is not decoded (a bomb)
 # a hung browser replaced and the page tried again) let one such page hold a review 126 s.
 PAGE_SECONDS = 60.0
 TEXT_CHARS = 2 << 20  # of a replayed page's text: the captured one is at most 1 MiB
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+VIEWPORT_BOUNDS = (100, 4096)  # a screenshot's header names no tab larger than this
+REAL_CRAWLER_VIEWPORT = (1920, 1080)  # browsertrix-crawler sets it before its screenshots
 
 
 class ReviewRefused(ArchiverError):
@@ -125,6 +132,8 @@ def review(crawl: Crawl, settings, limit: int | None = None, workers: int = 2,
         urls = [url for url, capture in pages.items() if capture.is_html or capture.text is not None]
         urls = urls[:limit] if limit else urls
         resolve_revisits(archives, pages, urls)
+        default = crawl_viewport(crawl)
+        viewports = {url: capture_viewport(archives, views.get(url)) or default for url in urls}
         # The new screenshots go to a folder of their own; the rows are swapped in one
         # transaction, and only then the old screenshots go: a review that fails half-way
         # leaves the previous review whole, its rows pointing at images that are there.
@@ -135,7 +144,7 @@ def review(crawl: Crawl, settings, limit: int | None = None, workers: int = 2,
                          replayed, dt.datetime.now(dt.UTC))
 
         try:
-            rows = asyncio.run(replay_all(chromium, urls, ArchiveExchanger(archives, records), workers,
+            rows = asyncio.run(replay_all(chromium, viewports, ArchiveExchanger(archives, records), workers,
                                           folder, score, page_seconds or PAGE_SECONDS, stop))
             if before_swap is not None:
                 before_swap()
@@ -194,9 +203,11 @@ def resolve_revisits(archives: kept_wacz.Archives, pages: dict[str, kept_wacz.Ca
             pages[url] = dataclasses.replace(page, revisit=False, warc="", text=archives.text(page))
 
 
-async def replay_all(chromium: str, urls: list[str], exchanger: ArchiveExchanger, workers: int,
-                     folder: Path, score: Callable[[Replayed], PageReview], page_seconds: float,
+async def replay_all(chromium: str, viewports: dict[str, tuple[int, int] | None],
+                     exchanger: ArchiveExchanger, workers: int, folder: Path,
+                     score: Callable[[Replayed], PageReview], page_seconds: float,
                      stop: threading.Event | None = None) -> list[PageReview]:
+    """Each page of `viewports` replayed at its viewport (None: the window's) and scored."""
     options = EngineOptions(executable=chromium, workers=workers, page=REPLAY)
     try:
         engine = BrowserEngine(AddressPolicy(), options, exchanger=exchanger)
@@ -204,8 +215,9 @@ async def replay_all(chromium: str, urls: list[str], exchanger: ArchiveExchanger
     except (BrowserUnavailable, OSError) as exc:
         raise ReviewRefused(f"Chromium would not start: {exc}") from None
     slots = asyncio.Semaphore(workers)  # a page's deadline runs from its turn, not from the queue
-    replays = asyncio.gather(*(review_page(engine, slots, url, folder / f"{n}.png", score, page_seconds)
-                               for n, url in enumerate(urls)))
+    replays = asyncio.gather(*(review_page(engine, slots, url, viewport, folder / f"{n}.png", score,
+                                           page_seconds)
+                               for n, (url, viewport) in enumerate(viewports.items())))
     try:
         while stop is not None and not replays.done():
             await asyncio.wait([replays], timeout=0.2)
@@ -217,7 +229,8 @@ async def replay_all(chromium: str, urls: list[str], exchanger: ArchiveExchanger
         await engine.close()
 
 
-async def review_page(engine: BrowserEngine, slots: asyncio.Semaphore, url: str, shot: Path,
+async def review_page(engine: BrowserEngine, slots: asyncio.Semaphore, url: str,
+                      viewport: tuple[int, int] | None, shot: Path,
                       score: Callable[[Replayed], PageReview], seconds: float) -> PageReview:
     """The page replayed and scored within `seconds`, else failed with that reason (not tried
     again: a page that held its tab that long would hold it again)."""
@@ -227,7 +240,7 @@ async def review_page(engine: BrowserEngine, slots: asyncio.Semaphore, url: str,
         end = loop.time() + seconds
         try:
             async with asyncio.timeout_at(end):
-                replayed = await replay_one(engine, url, shot)
+                replayed = await replay_one(engine, url, shot, viewport)
         except TimeoutError:
             return score(late)
         # Scoring is bounded by its work (the text similarity's budget, thumbnails), so it
@@ -236,14 +249,38 @@ async def review_page(engine: BrowserEngine, slots: asyncio.Semaphore, url: str,
         return row if loop.time() <= end else score(late)
 
 
-async def replay_one(engine: BrowserEngine, url: str, shot: Path) -> Replayed:
-    capture = await engine.capture(url)
+async def replay_one(engine: BrowserEngine, url: str, shot: Path,
+                     viewport: tuple[int, int] | None = None) -> Replayed:
+    capture = await engine.capture(url, dataclasses.replace(REPLAY, viewport=viewport))
     missing = [r.url for r in capture.resources if r.exchange is None]
     if capture.screenshot:
         keep_private(shot, capture.screenshot)
     text = capture.text[:TEXT_CHARS] if capture.load_state >= 3 else None
     return Replayed(url, text, len(capture.resources),
                     missing, shot if capture.screenshot else None, capture.error)
+
+
+def capture_viewport(archives: kept_wacz.Archives, view: kept_wacz.Capture | None) -> tuple[int, int] | None:
+    """The size of the capture's `urn:view:` screenshot, if it has one."""
+    record = archives.record(view) if view is not None else None
+    taken = kept_wacz.warc_block(record) if record else None
+    return png_size(taken) if taken else None
+
+
+def png_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a PNG's header, within VIEWPORT_BOUNDS; None otherwise."""
+    if len(data) < 24 or not data.startswith(PNG_MAGIC) or data[12:16] != b"IHDR":
+        return None
+    width, height = struct.unpack(">II", data[16:24])
+    low, high = VIEWPORT_BOUNDS
+    return (width, height) if low <= width <= high and low <= height <= high else None
+
+
+def crawl_viewport(crawl: Crawl) -> tuple[int, int] | None:
+    """The viewport of the crawl's crawler where it differs from the replay's default: that
+    of browsertrix-crawler when one of its images ran it."""
+    images = crawl.processes.exclude(image="").values_list("image", flat=True)
+    return REAL_CRAWLER_VIEWPORT if any(not image.startswith(OWN_IMAGE) for image in images) else None
 
 
 def judge(crawl: Crawl, settings, archives: kept_wacz.Archives, page: kept_wacz.Capture,

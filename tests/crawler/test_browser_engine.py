@@ -96,7 +96,7 @@ def test_script_built_links_and_fetched_json_are_captured():
 
 def test_records_hold_the_bytes_as_sent_and_the_text_view_and_page_info(tmp_path):
     with serve_site(extra=js_site(2)) as site:
-        capture = run(lambda e: e.capture(site.root + "/js/"), screenshot=True)
+        capture = run(lambda e: e.capture(site.root + "/js/"), screenshots=("view",))
     warc = WarcFile(tmp_path, "inst", "coll")
     write_capture(warc, capture, "page-1")
     warc.close()

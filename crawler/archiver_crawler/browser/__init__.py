@@ -6,6 +6,8 @@
 - network.py: the requests a page makes, sent by archiver's pinned HTTP client under the
   crawl address policy, bytes kept as received.
 - page.py: one page in a tab: interception, waits, behaviors, links and text from the DOM.
+- frames.py: the text of the page's iframes; shots.py: its screenshots (view, thumbnail,
+  fullPage), as browsertrix-crawler records them.
 - engine.py: one browser per instance, `workers` tabs at once, a crashed or hung browser
   replaced and its page retried once.
 - capture.py, records.py: what a page gave, and its WARC records.

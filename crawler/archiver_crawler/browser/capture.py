@@ -1,10 +1,11 @@
-"""What the browser made of one page: every exchange, links, text, screenshot, page info."""
+"""What the browser made of one page: every exchange, links, text, screenshots, page info."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from archiver_crawler.browser.shots import Shot
 from archiver_crawler.warc import Exchange
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -41,10 +42,15 @@ class PageCapture:
     links: list[str] = field(default_factory=list)
     title: str = ""
     text: str = ""
-    screenshot: bytes | None = None
+    screenshots: list[Shot] = field(default_factory=list)
     load_state: int = LoadState.FAILED
     error: str = ""
     js_errors: int = 0
+
+    @property
+    def screenshot(self) -> bytes | None:
+        """The `view` screenshot's PNG, if one was taken."""
+        return next((shot.data for shot in self.screenshots if shot.kind == "view"), None)
 
     def documents(self) -> list[Resource]:
         """The main frame's document requests in order: the page, then each redirect hop."""

@@ -38,7 +38,7 @@ def engine_options(config: CrawlConfig) -> EngineOptions:
             wait_until=b.wait_until, page_load_timeout=config.page_load_timeout,
             post_load_delay=b.post_load_delay,
             behaviors=tuple(n for n in b.behaviors if n in BROWSER_BEHAVIORS),
-            behavior_timeout=b.behavior_timeout, screenshot="view" in b.screenshots))
+            behavior_timeout=b.behavior_timeout, screenshots=b.screenshots))
 
 
 class BrowserPageLoader:

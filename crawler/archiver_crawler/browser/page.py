@@ -1,5 +1,5 @@
 """One page in its own tab: every request intercepted and made by archiver, waits, behaviors,
-and what the live DOM holds afterwards.
+and what the live DOM holds afterwards (its frames' text included: frames.py).
 
 The tab's session, and the session of every frame or worker it starts (auto-attached
 paused, so none runs before its requests are intercepted), enables `Fetch` for all URLs
@@ -22,7 +22,9 @@ from typing import Any
 
 from archiver_crawler.browser.capture import LoadState, PageCapture, Resource
 from archiver_crawler.browser.cdp import CommandTimeout, Connection, ProtocolError
+from archiver_crawler.browser.frames import frame_texts
 from archiver_crawler.browser.network import Exchanger, for_browser
+from archiver_crawler.browser.shots import take as take_screenshots
 from archiver_crawler.fetch import FetchError, FetchRefused
 
 logger = logging.getLogger(__name__)
@@ -72,8 +74,9 @@ class PageOptions:
     post_load_delay: float = 0.0
     behaviors: tuple[str, ...] = ()
     behavior_timeout: float = 10.0
-    screenshot: bool = False
+    screenshots: tuple[str, ...] = ()  # shots.MIME's kinds
     settle_timeout: float = 5.0  # for requests still running when the page is read
+    viewport: tuple[int, int] | None = None  # (width, height) in CSS pixels; None: the window's
 
 
 class Tab:
@@ -86,6 +89,7 @@ class Tab:
         self.target_id = ""
         self.session = ""
         self._sessions: list[str] = []
+        self._frame_sessions: list[str] = []  # out-of-process iframes (frames.py)
         self._requests: set[asyncio.Task] = set()
         self._lifecycle: set[tuple[str, str]] = set()
         self._changed = asyncio.Event()
@@ -101,6 +105,11 @@ class Tab:
         await self._prepare(self.session)
         for method in ("Page.enable", "Runtime.enable"):
             await self.cdp.send(method, session=self.session)
+        if self.options.viewport:
+            width, height = self.options.viewport
+            await self.cdp.send("Emulation.setDeviceMetricsOverride", {
+                "width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+                session=self.session)
         await self.cdp.send("Page.setLifecycleEventsEnabled", {"enabled": True},
                             session=self.session)
 
@@ -135,6 +144,8 @@ class Tab:
             self._lifecycle.add((params.get("loaderId", ""), params.get("name", "")))
             self._changed.set()
         elif method == "Target.attachedToTarget":
+            if (params.get("targetInfo") or {}).get("type") == "iframe":
+                self._frame_sessions.append(params["sessionId"])
             asyncio.get_running_loop().create_task(self._attach_child(params["sessionId"]))
         elif method == "Runtime.exceptionThrown" and session == self.session and self.result:
             self.result.js_errors += 1
@@ -255,14 +266,13 @@ class Tab:
             result.links = [link for link in extracted.get("links", [])
                             if isinstance(link, str)]
             result.title = str(extracted.get("title", ""))
-            result.text = str(extracted.get("text", ""))
+            framed = await frame_texts(self.cdp, self.session, self._frame_sessions)
+            result.text = "\n\n".join([str(extracted.get("text", "")), *framed])
             result.load_state = max(result.load_state, LoadState.EXTRACTION_DONE)
         if self.options.behaviors:
             result.load_state = max(result.load_state, LoadState.BEHAVIORS_DONE)
-        if self.options.screenshot:
-            shot = await self.cdp.send("Page.captureScreenshot", {"format": "png"},
-                                       session=self.session, timeout=30)
-            result.screenshot = base64.b64decode(shot["data"])
+        if self.options.screenshots:
+            result.screenshots = await take_screenshots(self.cdp, self.session, self.options.screenshots)
 
     async def run_behaviors(self) -> None:
         """Each behavior asked for, bounded by `behavior_timeout` (its script stops itself)."""

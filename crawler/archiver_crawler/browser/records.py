@@ -5,7 +5,8 @@
   `seen` says the crawl already holds (requisites are archived once per crawl); a
   response whose payload the org kept already is a revisit (a deduplicating crawl);
 - `urn:text:<url>`: the page's text (document.body.innerText), text/plain;
-- `urn:view:<url>`: the screenshot of the viewport, image/png, when one was taken;
+- `urn:view:<url>`, `urn:thumbnail:<url>`, `urn:fullPage:<url>`, `urn:fullPageFinal:<url>`:
+  the screenshots taken (shots.py), each of its image type;
 - `urn:pageinfo:<url>`: status, load state, every URL loaded with its status, MIME type
   and resource type, and counts (resources, fetched, refused, failed, JavaScript errors).
 Each resource record carries the page's id as WARC-Page-ID.
@@ -44,9 +45,8 @@ def write_capture(warc: WarcFile, capture: PageCapture, page_id: str,
     if text and capture.load_state >= 3:
         warc.write_resource(f"urn:text:{capture.url}", "text/plain; charset=utf-8",
                             capture.text.encode("utf-8"), capture.ts, page)
-    if capture.screenshot:
-        warc.write_resource(f"urn:view:{capture.url}", "image/png", capture.screenshot,
-                            capture.ts, page)
+    for shot in capture.screenshots:
+        warc.write_resource(f"urn:{shot.kind}:{capture.url}", shot.mime, shot.data, capture.ts, page)
     warc.write_resource(f"urn:pageinfo:{capture.url}", "application/json",
                         json.dumps(capture.page_info(page_id, ts)).encode("utf-8"),
                         capture.ts, [*page, ("WARC-Resource-Type", "pageinfo")])
