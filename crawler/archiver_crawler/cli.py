@@ -24,6 +24,7 @@ from archiver_crawler.config import CrawlConfig, parse_args
 from archiver_crawler.crawl import Crawler
 from archiver_crawler.errors import ConfigError, CrawlerError, ExitCode, RedisUnavailable
 from archiver_crawler.fetch import Fetcher
+from archiver_crawler.hosts import HostBudget
 from archiver_crawler.journal import journaled_urls
 from archiver_crawler.netpolicy import AddressPolicy
 from archiver_crawler.state import CrawlState
@@ -53,15 +54,17 @@ class JsonLogFormatter(logging.Formatter):
 
 
 class RedisErrorBuffer(logging.Handler):
-    """Keeps error lines for `<id>:e`; the crawl flushes them (logging must not block on Redis)."""
+    """Keeps error lines for `<id>:e`, and warnings marked `crawl_log` (the crawl's log shows
+    both); the crawl flushes them (logging must not block on Redis)."""
 
     def __init__(self):
-        super().__init__(level=logging.ERROR)
+        super().__init__(level=logging.WARNING)
         self.setFormatter(JsonLogFormatter())
         self.lines: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
+        if record.levelno >= logging.ERROR or getattr(record, "crawl_log", False):
+            self.lines.append(self.format(record))
 
     def drain(self) -> list[str]:
         lines, self.lines = self.lines, []
@@ -123,6 +126,8 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
     policy = AddressPolicy.for_this_host(config.allow_networks)
     fetcher = Fetcher(config.user_agent, config.page_load_timeout, config.workers,
                       config.host_delay, policy)
+    fetcher.budget = HostBudget.connect(config.redis_url, config.rates,
+                                        crawl=(state.redis, config.crawl_id))
     health = await _health_server(config.health_check_port) if config.health_check_port else None
     flushing = asyncio.Event()
     flusher = asyncio.create_task(_flush_errors(state, errors, flushing)) if errors else None
@@ -132,6 +137,7 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
             from archiver_crawler.browser.loader import BrowserPageLoader  # browser mode only
 
             loader = BrowserPageLoader(config, policy)
+            loader.engine.exchanger.budget = fetcher.budget
             await loader.start()
         if children:
             crawler = procs.Supervisor(config, state, fetcher, started=started,
@@ -162,6 +168,7 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
         if loader is not None:
             await _close_quietly(loader.close(), "browser")
         await _close_quietly(fetcher.close(), "HTTP session")
+        await _close_quietly(fetcher.budget.close(), "host budget's Redis connection")
         await _close_quietly(state.close(), "Redis connection")
 
 

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from archiver_crawler import __version__
 from archiver_crawler.errors import ConfigError
+from archiver_crawler.hosts import Rates, host_options
 from archiver_crawler.netpolicy import IPNetwork, parse_networks, split_networks
 from archiver_crawler.upload import Store, store_from_env
 
@@ -90,6 +91,8 @@ class CrawlConfig:
     disk_utilization: int = 90
     use_robots: bool = False
     host_delay: float = 0.0
+    # Ours: requests per second to one host, for every crawl together (hosts.py).
+    rates: Rates = field(default_factory=Rates)
     health_check_port: int | None = None
     restarts_on_error: bool = False
     # Networks the crawl address policy opens (netpolicy.AddressPolicy); none by default.
@@ -150,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--diskUtilization", type=int, default=S)
     p.add_argument("--hostDelay", type=float, default=S,
                    help="minimum seconds between two requests of this instance to one host")
+    p.add_argument("--hostRate", type=float, default=S,
+                   help="ours: requests per second to one host, all crawls together (0: no limit)")
+    p.add_argument("--hostRates", action="append", default=S,
+                   help="ours: pattern=rate (comma-separated, repeatable), e.g. *.example.org=0.5")
     p.add_argument("--healthCheckPort", type=int, default=S)
     p.add_argument("--browser", action="store_true", default=S,
                    help="ours: load pages in Chromium (browser mode, docs/crawlers.md)")
@@ -258,6 +265,7 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
         store=store_from_env(env),
         browser=browser,
         dedup=bool(o.get("dedup", False)),
+        **host_options(o),
     )
 
 

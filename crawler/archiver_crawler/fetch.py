@@ -31,6 +31,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
 from archiver_crawler.dedup import KnownPayloads
+from archiver_crawler.hosts import HostBudget, HostDown
 from archiver_crawler.netpolicy import AddressPolicy, AddressRefused, NotAnAddress, literal_address
 from archiver_crawler.warc import Exchange
 
@@ -190,6 +191,23 @@ def undo_encoding(body: bytes, encoding: str, limit: int) -> bytes | None:
     return None
 
 
+def answer_of(fetched: Fetched) -> tuple[int, str | None]:
+    """A response's status and Retry-After, as the host budget reads them."""
+    return fetched.status, fetched.header("retry-after")
+
+
+def answer_of_exchange(exchange: Exchange) -> tuple[int, str | None]:
+    """The browser's requests' status and Retry-After (browser/network.py)."""
+    return exchange.status, next((v for k, v in exchange.response_headers
+                                  if k.lower() == "retry-after"), None)
+
+
+def unanswered(exc: Exception) -> bool:
+    """A request that got no response, which counts towards its host's breaker (a refused
+    one was never sent)."""
+    return isinstance(exc, FetchError) and not isinstance(exc, FetchRefused)
+
+
 class Fetcher:
     """Fetches with one aiohttp session (its connection pool is shared by all workers).
 
@@ -214,6 +232,8 @@ class Fetcher:
         self._next_slot: dict[str, float] = {}
         self._robots: dict[str, RobotFileParser] = {}
         self._robots_locks: dict[str, asyncio.Lock] = {}
+        # Every crawl's budget per host (hosts.py), set by the entry point; None: only hostDelay.
+        self.budget: HostBudget | None = None
         # A deduplicating crawl's kept responses: GETs of those URLs are conditional.
         self.known: KnownPayloads | None = None
 
@@ -234,7 +254,17 @@ class Fetcher:
         """The response to one GET of `url`; FetchRefused when the address policy forbids
         it (nothing was sent), FetchError when no HTTP response came."""
         self.check_literal(client_host(url))
-        await self._wait_turn(urlsplit(url).netloc)
+        host = urlsplit(url).netloc
+        await self._wait_turn(host)
+        if self.budget is None:
+            return await self._get(url)
+        try:
+            return await self.budget.polite(host, lambda: self._get(url), answer_of,
+                                            unanswered)
+        except HostDown as exc:
+            raise FetchError(str(exc)) from None
+
+    async def _get(self, url: str) -> Fetched:
         try:
             return await self._fetch(url)  # the session's total timeout bounds it
         except aiohttp.ClientConnectorError as exc:
@@ -272,6 +302,8 @@ class Fetcher:
             # A refused origin's pages are refused too; its robots.txt does not matter.
             logger.info("no robots.txt for %s (%s); everything allowed", origin, type(exc).__name__)
         parser.parse(lines)
+        if self.budget is not None:
+            self.budget.crawl_delay(urlsplit(origin).netloc, parser.crawl_delay(self.user_agent))
         return parser
 
     async def _robots_lines(self, url: str) -> list[str]:

@@ -27,12 +27,15 @@ from archiver_crawler.fetch import (
     MAX_BODY,
     FetchError,
     FetchRefused,
+    answer_of_exchange,
     check_literal,
     client_host,
     policy_connector,
     read_exchange,
+    unanswered,
     undo_encoding,
 )
+from archiver_crawler.hosts import HostBudget, HostDown
 from archiver_crawler.netpolicy import AddressPolicy, AddressRefused
 from archiver_crawler.warc import Exchange
 
@@ -68,6 +71,7 @@ class Exchanger:
             cookie_jar=aiohttp.CookieJar(unsafe=True),  # Set-Cookie answers reach later requests
             timeout=aiohttp.ClientTimeout(total=timeout),
             skip_auto_headers=("User-Agent", "Accept"))  # the browser's own, when it sent them
+        self.budget: HostBudget | None = None  # every crawl's budget per host (hosts.py)
 
     async def close(self) -> None:
         await self.session.close()
@@ -84,8 +88,19 @@ class Exchanger:
         self.check_literal(url)
         sent = {k: v for k, v in headers.items() if k.lower() not in _HOP_HEADERS}
         sent["Accept-Encoding"] = ACCEPT_ENCODING
+        if self.budget is None:
+            return await self._sent(method, url, sent, body)
         try:
-            return await self._send(method, url, sent, body)
+            return await self.budget.polite(urlsplit(url).netloc,
+                                            lambda: self._sent(method, url, sent, body),
+                                            answer_of_exchange, unanswered)
+        except HostDown as exc:
+            raise FetchError(str(exc)) from None
+
+    async def _sent(self, method: str, url: str, headers: dict[str, str],
+                    body: bytes | None) -> Exchange:
+        try:
+            return await self._send(method, url, headers, body)
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, AddressRefused):
                 raise FetchRefused(str(exc.os_error)) from exc
