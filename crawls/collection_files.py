@@ -7,8 +7,8 @@ import zlib
 
 from django.http import Http404, HttpResponse
 
-from archiver import conf
-from crawls import excerpts, storage
+from archiver import __version__, conf
+from crawls import excerpts, storage, wacz_auth
 from crawls.downloads import (
     file_name,
     never_rendered,
@@ -70,8 +70,14 @@ def package(collection: Collection) -> Package:
         raise Http404(f"collection {collection.name!r} has no archive files")
     resources = [{"name": package_name(f.crawl_id, file_name(f)), "path": member_name(f), "hash": f"sha256:{f.sha256}",
                   "bytes": f.size, "crawlId": f.crawl_id} for f in files]
-    members = [in_memory("datapackage.json", datapackage(resources, collection.name, collection.created_at),
-                         collection.created_at)]
+    package_bytes = datapackage(resources, collection.name, collection.created_at)
+    # Signed as every archive archiver makes; the created time is the package's, so the
+    # signature (deterministic) and the download's bytes stay the same from one request to
+    # the next.
+    digest = wacz_auth.package_digest(package_bytes, collection.created_at.isoformat(), conf.get().data_dir,
+                                      f"archiver {__version__}")
+    members = [in_memory("datapackage.json", package_bytes, collection.created_at),
+               in_memory("datapackage-digest.json", digest, collection.created_at)]
     members += [Member(member_name(f), f.size, crc32_of(f), f.created_at, reader(f)) for f in files]
     return Package(members)
 

@@ -14,6 +14,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import zipfile
@@ -31,6 +32,7 @@ MAX_MEMBERS = 100_000
 MAX_RATIO = 200  # an entry inflating past this many times its stored bytes is a bomb
 HASH = re.compile(r"sha256:([0-9a-f]{64})")
 CHUNK = 1 << 20
+log = logging.getLogger(__name__)
 PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
 
 
@@ -118,8 +120,14 @@ def crawler_env(settings) -> dict[str, str]:
         return {signing.URL_ENV: settings.signing_url, **({signing.TOKEN_ENV: token} if token else {})}
     from cryptography.hazmat.primitives import serialization
 
-    pem = signing_key(settings.data_dir).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    try:
+        key = signing_key(settings.data_dir)
+    except (OSError, signing.SigningFailed) as exc:
+        # Crawls still run, their archives unsigned: `archiver doctor` says what to fix.
+        log.warning("archives will not be signed: archiver's signing key cannot be read or made (%s)", exc)
+        return {}
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
     return {signing.KEY_ENV: pem.decode()}
 
 

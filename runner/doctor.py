@@ -15,6 +15,7 @@ import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import redis
 
@@ -76,7 +77,24 @@ def run_checks(settings: Settings) -> list[Finding]:
     else:
         findings += [ok("docker engine", f"not used: {why_local(settings)}"), check_local_crawler(settings),
                      check_local_browser(settings)]
-    return [*findings, check_disk(settings), check_data_dir(settings)]
+    return [*findings, check_disk(settings), check_data_dir(settings), check_signing(settings)]
+
+
+def check_signing(settings: Settings) -> Finding:
+    """How archives are signed, and the public key to hand out (wacz-auth, docs/security.md)."""
+    from crawls import wacz_auth
+
+    if settings.signing_url:
+        host = urlsplit(settings.signing_url).hostname
+        return ok("signing", f"archives signed with a domain by the authsign server at {host}")
+    try:
+        public = wacz_auth.public_key(settings.data_dir)
+    except (OSError, ValueError) as exc:
+        return fail("signing", f"archiver's signing key cannot be read or made: {exc}",
+                    f"check {settings.data_dir / wacz_auth.KEY_FILE} (a PEM ECDSA P-384 key, 0600)")
+    used = len(wacz_auth.known_keys(settings.data_dir))
+    return ok("signing", f"archives signed with archiver's key {wacz_auth.fingerprint(public)} "
+              f"(public key {public}; {used} key(s) used so far)")
 
 
 # --- the database ----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 import redis
 
 from archiver.errors import ArchiverError
-from crawls import storage
+from crawls import provenance, storage
 from crawls.models import PAGE_LOADED, Crawl, CrawlFile, Process, Snapshot, SnapshotStatus
 from runner import archive, uploads
 from runner.ingest import drain_held
@@ -145,6 +145,10 @@ def record_kept(rt: Runtime, crawl: Crawl, kept: archive.Kept, now: dt.datetime)
     if kept.files:
         CrawlFile.objects.filter(pk__in=[f.pk for f in kept.files], root="").update(
             root=str(rt.settings.data_dir))
+        # Archives on this host are verified once, as they are kept (those in a bucket on
+        # request: reading them back here would double the upload's traffic).
+        provenance.verify_kept([f for f in kept.files if f.verified_at is None and not storage.is_object(f)],
+                               rt.settings, now)
     if kept.added_bytes:
         rt.event(f"crawl {crawl.short_id}: kept {kept.added_bytes} bytes")
         held = rt.held.get(crawl.pk)

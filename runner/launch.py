@@ -17,7 +17,7 @@ from pathlib import Path
 import redis
 
 from archiver.errors import CrawlFailed, EngineUnavailable, ImageMissing, LaunchError
-from crawls import dedup
+from crawls import dedup, wacz_auth
 from crawls.config import CrawlConfig, human_size
 from crawls.models import Crawl, CrawlStatus, ExitReason, Process, ProcessStatus
 from crawls.profiles import profile_path
@@ -210,6 +210,7 @@ def start_instance(rt: Runtime, crawl: Crawl, held: Held, process: Process, now:
         storage_env=uploads.crawler_env(rt.settings.s3, crawl.pk, process.hostname, process.pk)
         if rt.settings.s3 else {},
         report_key=uploads.reports_key(crawl.pk),
+        signing_env=wacz_auth.crawler_env(rt.settings),
     )
     try:
         launched = rt.launcher.launch(spec)

@@ -74,8 +74,10 @@ def test_every_check_passes_against_the_real_engine_and_redis(healthy, crawler_i
     code, lines, _ = doctor_lines(healthy)
     assert code == 0, lines
     assert [line.split(":")[0] for line in lines[:-1]] == [
-        "✓ database", "✓ redis", "✓ docker engine", "✓ crawler image", "✓ browser", "✓ disk", "✓ data dir"]
-    assert lines[-1] == "All 7 checks passed."
+        "✓ database", "✓ redis", "✓ docker engine", "✓ crawler image", "✓ browser", "✓ disk", "✓ data dir",
+        "✓ signing"]
+    assert lines[-1] == "All 8 checks passed."
+    assert lines[7].startswith("✓ signing: archives signed with archiver's key ")  # and its public key
     assert lines[3] == (f"✓ crawler image: {crawler_image}: archiver's own crawler (HTTP, or Chromium in browser mode), "
                         f"version {CRAWLER_VERSION} (from the image's labels)")
     assert "migrations applied" in lines[0] and "answers" in lines[1] and "mode 0700" in lines[6]
@@ -93,7 +95,7 @@ def test_an_engine_nobody_serves_is_one_failed_line_with_its_fix(healthy, tmp_pa
         f"engine (or scripts/docker-engine.sh start), point DOCKER_HOST at it, or set ARCHIVER_LAUNCHER=local"]
     assert f"– crawler image: {healthy['ARCHIVER_CRAWLER_IMAGE']}: not checked without an engine" in lines
     assert "– browser: the image's Chromium: not checked without an engine" in lines
-    assert lines[-1] == "1 of 7 checks failed."
+    assert lines[-1] == "1 of 8 checks failed."
 
 
 def test_a_hung_engine_is_one_failed_line_within_the_docker_timeout(healthy, tmp_path):

@@ -18,6 +18,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.crawler.test_units import small_collection
+from tests.test_collections import download
+from tests.test_collections import two as two_crawls  # noqa: F401 (a fixture, named as imported)
 
 
 def spec_check(path: Path) -> dict:
@@ -177,3 +179,143 @@ def test_unreadable_archives_are_said_not_raised(tmp_path):
     (junk := tmp_path / "junk.wacz").write_bytes(b"not a zip")
     report = wacz_auth.verify(junk)
     assert not report.ok and "cannot be read" in report.result()
+
+
+def test_a_collections_download_is_signed_by_this_archiver(
+        admin_settings, client, admin_user, tmp_path, conf_data_dir, two_crawls):  # noqa: F811
+    from crawls import wacz_auth
+
+    client.force_login(admin_user)
+    _, body = download(client, two_crawls[0])
+    (package := tmp_path / "collection.zip").write_bytes(body)
+    spec_check(package)
+    report = wacz_auth.verify(package)
+    assert report.ok and report.signer_words(wacz_auth.known_keys(conf_data_dir)).startswith("this archiver")
+    assert download(client, two_crawls[0])[1] == body  # the signature does not change the bytes
+
+
+def test_verify_a_collection_records_each_archive_and_fails_on_what_is_not_a_wacz(db, conf_data_dir, two_crawls):  # noqa: F811
+    collection, first, _second, _other = two_crawls
+    said = verify_fails_args(collection.name, "--org", "a")
+    assert "2 of 2 archive(s) do not verify" in said and "the archive cannot be read" in said
+    row = first.files.get()
+    assert row.verify_ok is False and row.verified_at is not None and row.signer == "not signed"
+
+
+def verify_fails_args(*args) -> str:
+    with pytest.raises(CommandError) as caught:
+        call_command("verify", *args, stdout=(out := _Out()))
+    assert caught.value.returncode == 1
+    return out.text + str(caught.value)
+
+
+def test_a_kept_signed_archive_shows_its_signer_in_the_admin_and_the_api(signed_wacz, conf_data_dir, admin_settings,
+                                                                         client, admin_user):
+    from django.contrib.auth.models import User
+
+    from crawls import provenance
+    from crawls.models import ApiToken, Org
+    from tests.test_collections import kept_crawl
+
+    crawl = kept_crawl(Org.objects.get_or_create(slug="a")[0], conf_data_dir, "http://a.test/", signed_wacz.read_bytes())
+    crawl_file = crawl.files.get()
+    assert provenance.verify_file(crawl_file).ok
+    crawl_file.refresh_from_db()
+    assert crawl_file.signer.startswith("this archiver (key ") and crawl_file.verify_ok
+    client.force_login(admin_user)
+    page = client.get(f"/admin/crawls/crawl/{crawl.pk}/change/").content.decode()
+    assert f"signed by {crawl_file.signer}, verified at " in page
+    assert wacz_auth_public(conf_data_dir) in client.get("/admin/").content.decode()
+
+    _, secret = ApiToken.issue(User.objects.create_superuser("root"), "all")
+    auth = {"Authorization": f"Bearer {secret}"}
+    shown = client.get(f"/api/v1/files/{crawl_file.pk}", headers=auth).json()
+    assert shown["signer"] == crawl_file.signer and shown["verified"] is True
+    checked = client.post(f"/api/v1/files/{crawl_file.pk}/verify", headers=auth).json()
+    assert checked["ok"] and [c["what"] for c in checked["checks"]] == ["files", "digest", "signature", "recorded"]
+
+    changed = bytearray(signed_wacz.read_bytes())
+    changed[len(changed) // 3] ^= 1
+    (conf_data_dir / crawl_file.path).write_bytes(bytes(changed))
+    checked = client.post(f"/api/v1/files/{crawl_file.pk}/verify", headers=auth).json()
+    assert checked["ok"] is False
+    assert "does not verify" in client.get(f"/admin/crawls/crawl/{crawl.pk}/change/").content.decode()
+
+
+def wacz_auth_public(data_dir) -> str:
+    from crawls import wacz_auth
+
+    return wacz_auth.public_key(data_dir)
+
+
+# --- domain signing through an authsign-like server -------------------------------------------
+
+
+def test_a_domain_signature_from_the_signing_server_verifies(tmp_path, monkeypatch):
+    """The crawler asks the server of WACZ_SIGN_URL (authsign's /sign protocol: POST hash and
+    created, bearer token) and stores its answer. The server here is the test's own, on
+    127.0.0.1, with its own CA: no RFC 3161 timestamp authority, which archiver does not check."""
+    import datetime as dt
+    import http.server
+    import threading
+
+    from archiver_crawler.wacz import build_wacz
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from crawls import wacz_auth
+
+    def cert(name, key, issuer_name, issuer_key, ca):
+        now = dt.datetime.now(dt.UTC)
+        builder = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, name)]))
+                   .issuer_name(x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, issuer_name)]))
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        return builder.sign(issuer_key, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    chain = [cert("archiver.test", key, "test CA", ca_key, False), cert("test CA", ca_key, "test CA", ca_key, True)]
+    pem = "\n".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in chain)
+    asked = []
+
+    class Signer(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            asked.append(self.headers.get("Authorization"))
+            signature = key.sign(body["hash"].encode(), ec.ECDSA(hashes.SHA256()))  # DER, as authsign
+            answer = json.dumps({**body, "software": "test signer", "version": "0.1.0", "domain": "archiver.test",
+                                 "domainCert": pem, "signature": base64.b64encode(signature).decode()}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Signer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("WACZ_SIGN_URL", f"http://127.0.0.1:{server.server_port}/sign")
+        monkeypatch.setenv("WACZ_SIGN_TOKEN", "t0ken")
+        coll, _ = small_collection(tmp_path, ["http://127.0.0.1:9/a"])
+        report = wacz_auth.verify(build_wacz(coll, "coll"))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert asked == ["bearer t0ken"]
+    assert report.ok and report.signer_words([]) == "domain archiver.test", report.checks
+    said = {c.what: c for c in report.checks}
+    assert said["domain"].ok and said["certificate chain"].ok and said["timestamp"].ok is None
+
+
+def test_verify_refuses_what_it_cannot_find_in_words(db, conf_data_dir, tmp_path):
+    for target, said in ((str(tmp_path / "gone.wacz"), "no file "), ("no-such-thing", "is no file, crawl id, or collection"),
+                         ("abcdef12", "no crawl")):
+        with pytest.raises(CommandError) as caught:
+            call_command("verify", target)
+        assert said in str(caught.value), str(caught.value)

@@ -26,7 +26,7 @@ SCALAR = 48  # bytes of r and of s on P-384
 SERVER_TIMEOUT = 30
 
 
-class SigningFailed(Exception):
+class SigningFailed(ValueError):
     """The archive could not be signed; the message says why (it holds no secret)."""
 
 

@@ -20,7 +20,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
 from archiver.errors import ActionRefused
-from crawls import actions
+from crawls import actions, provenance
 from crawls.admin.diff import diff_page
 from crawls.admin.forms import TagsField
 from crawls.admin.qa import qa_page, qa_shot
@@ -229,6 +229,7 @@ class CrawlAdmin(admin.ModelAdmin):
         crawl_action("stop", "stop done or requested"),
         crawl_action("cancel", "cancel done or requested"),
         crawl_action("retry", "queued again"),
+        "verify_archives",
     ]
     inlines = (ProcessInline, CrawlEventInline, CrawlLogInline, SnapshotInline)
     fieldsets = (
@@ -302,6 +303,19 @@ class CrawlAdmin(admin.ModelAdmin):
                 "show_save_and_add_another": False, "show_save_and_continue": False,
             }
         return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.action(description="Verify the selected crawls' archives (hashes and signature)")
+    def verify_archives(self, request, queryset):
+        failed = []
+        files = [f for crawl in queryset for f in provenance.crawl_files(crawl)]
+        for crawl_file in files:
+            if not provenance.verify_file(crawl_file).ok:
+                failed.append(crawl_file.path)
+        if failed:
+            self.message_user(request, f"{len(failed)} of {len(files)} archive(s) do not verify: "
+                              + ", ".join(failed[:5]), messages.ERROR)
+        else:
+            self.message_user(request, f"{len(files)} archive(s) verified", messages.SUCCESS)
 
     def get_actions(self, request):
         actions = super().get_actions(request)
@@ -391,10 +405,10 @@ class CrawlAdmin(admin.ModelAdmin):
     def files_table(self, obj):
         rows = [
             (format_html('<a href="{}" class="download">{}</a>', download_url(f), f.path),
-             human_size(f.size), format_html('<code>{}</code>', f.sha256), f.created_at)
+             human_size(f.size), format_html('<code>{}</code>', f.sha256), f.created_at, provenance.said(f))
             for f in obj.files.order_by("created_at")
         ]
-        return table_html(("path (download)", "size", "sha256", "created"), rows, "none yet")
+        return table_html(("path (download)", "size", "sha256", "created", "provenance"), rows, "none yet")
 
     @admin.display(description=f"failed pages (newest {INLINE_ROWS})")
     def failed_pages(self, obj):

@@ -85,6 +85,21 @@ def disk() -> dict | None:
             "percent": round(100 * usage.used / usage.total) if usage.total else 0}
 
 
+def signing() -> dict | None:
+    """How archives are signed, and archiver's public key (for those who check them)."""
+    from crawls import wacz_auth
+
+    settings = conf.get()
+    if settings.signing_url:
+        return {"domain": True}
+    try:
+        public = wacz_auth.public_key(settings.data_dir)
+    except (OSError, ValueError):
+        return None
+    return {"fingerprint": wacz_auth.fingerprint(public), "public_key": public,
+            "used": len(wacz_auth.known_keys(settings.data_dir))}
+
+
 def home_context(request) -> dict:
     now = timezone.now()
     crawls = Crawl.objects.select_related("org").with_running_processes()  # "ran" without a query each
@@ -99,6 +114,7 @@ def home_context(request) -> dict:
         "counts": counts_by_group(),
         "orgs": org_rows(),
         "disk": disk(),
+        "signing": signing(),
         "collections": collections, "collections_url": collections_url,
         "search_url": url_or_none("admin:archiver_search"),
         "add_url": reverse("admin:crawls_crawl_add") if may(request, "add") else None,

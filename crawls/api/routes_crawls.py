@@ -63,7 +63,8 @@ KEY_LIFETIME = dt.timedelta(days=1)
 # --- reading ---------------------------------------------------------------------------------
 
 
-FILE_COLUMNS = ("id", "crawl_id", "path", "size", "sha256", "created_at")
+FILE_COLUMNS = ("id", "crawl_id", "path", "size", "sha256", "created_at", "signer", "verified_at", "verify_ok",
+                "verify_result")
 
 
 def file_out(crawl_file: CrawlFile | dict) -> dict:
@@ -72,6 +73,8 @@ def file_out(crawl_file: CrawlFile | dict) -> dict:
     return {
         "id": row["id"], "crawl": row["crawl_id"], "path": row["path"], "size": row["size"],
         "sha256": row["sha256"], "created_at": row["created_at"],
+        "signer": row["signer"], "verified_at": row["verified_at"], "verified": row["verify_ok"],
+        "verify_result": row["verify_result"],
         "download_url": f"/api/v1/files/{row['id']}/download",
     }
 

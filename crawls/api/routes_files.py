@@ -15,11 +15,11 @@ from django.http import StreamingHttpResponse
 from ninja import Router
 
 from archiver import conf
-from crawls import retention, storage
+from crawls import provenance, retention, storage, wacz_auth
 from crawls.api.auth import need, scope_org_id
 from crawls.api.errors import ERRORS, ApiError, not_found
 from crawls.api.routes_crawls import CrawlId, file_out, find_crawl
-from crawls.api.schemas import FileOut, RowId
+from crawls.api.schemas import FileOut, RowId, VerifyOut
 from crawls.models import CrawlFile
 from crawls.ranges import RANGE, byte_number
 
@@ -109,6 +109,16 @@ def list_files(request, crawl_id: CrawlId):
 def get_file(request, file_id: RowId):
     need(request, "crawls.view_crawl")
     return file_out(visible_file(request, file_id))
+
+
+@router.post("/files/{int:file_id}/verify", response={200: VerifyOut, **ERRORS},
+             summary="Verify an archive file: every file's sha256 against its datapackage.json, the digest, "
+                     "the signature (the result is kept on the file)")
+def verify_file(request, file_id: RowId):
+    need(request, "crawls.view_crawl")
+    crawl_file = visible_file(request, file_id)
+    settings = conf.get()
+    return provenance.verify_file(crawl_file, settings).summary(wacz_auth.known_keys(settings.data_dir))
 
 
 BINARY = {"schema": {"type": "string", "format": "binary"}}

@@ -35,7 +35,30 @@ class FileOut(Out):
     size: int
     sha256: str
     created_at: dt.datetime
+    signer: str = Field(description="Who signed it (wacz-auth): 'this archiver (key …)', 'domain …', "
+                        "'an anonymous key (key …)', 'not signed'; '' until verified.")
+    verified_at: dt.datetime | None
+    verified: bool | None = Field(description="Every hash and the signature held when last verified "
+                                  "(null: not verified yet).")
+    verify_result: str
     download_url: str
+
+
+class CheckOut(Out):
+    what: str
+    ok: bool | None
+    said: str
+
+
+class VerifyOut(Out):
+    name: str
+    ok: bool
+    signed: bool
+    signer: str
+    public_key: str
+    domain: str
+    created: str
+    checks: list[CheckOut]
 
 
 class Limits(Out):

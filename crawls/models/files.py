@@ -34,6 +34,14 @@ class CrawlFile(models.Model):
     payloads_retry_at = models.DateTimeField(
         null=True, blank=True, help_text="It could not be read for dedup: tried again from then.")
 
+    # Its signature and hashes (crawls/wacz_auth.py), checked when it was kept.
+    signer = models.CharField(max_length=200, blank=True, default="",
+                              help_text="Who signed it: 'this archiver (key …)', a domain, or 'not signed'.")
+    verified_at = models.DateTimeField(null=True, blank=True)
+    verify_ok = models.BooleanField(null=True, blank=True, help_text="Every check held (None: not verified).")
+    verify_result = models.CharField(max_length=1000, blank=True, default="",
+                                     help_text="What held, or each thing that did not.")
+
     objects = IndexQuerySet.as_manager()
 
     class Meta:
@@ -54,6 +62,11 @@ class CrawlFile(models.Model):
 
     def summary(self) -> dict:
         return {"path": self.path, "size": self.size, "sha256": self.sha256}
+
+    def record_verification(self, signer: str, ok: bool, result: str, now) -> None:
+        self.signer, self.verify_ok, self.verify_result, self.verified_at = signer[:200], ok, result[:1000], now
+        CrawlFile.objects.filter(pk=self.pk).update(signer=self.signer, verify_ok=ok,
+                                                     verify_result=self.verify_result, verified_at=now)
 
     def remember_crc32(self, value: int) -> None:
         """Keep the CRC-32 read once from the file: the same bytes always have the same one."""

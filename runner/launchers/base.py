@@ -43,6 +43,9 @@ class LaunchSpec:
     # argv; they reach the crawler through its environment only.
     storage_env: dict[str, str] = field(default_factory=dict, repr=False)
     report_key: str = ""  # where the crawler RPUSHes its upload reports (WEBHOOK_URL)
+    # How its archives are signed (crawls/wacz_auth.crawler_env): archiver's private key or
+    # the authsign server's token, so environment only, like storage_env.
+    signing_env: dict[str, str] = field(default_factory=dict, repr=False)
     browser_args: tuple[str, ...] = ()  # the crawl's browser options, as the real flags
     profile: Path | None = None  # a browser profile file to give the crawler, read-only
 
@@ -60,10 +63,10 @@ class LaunchSpec:
         return self.redis.url(self.db, host=host)
 
     def environment(self, redis_host: str | None = None) -> dict[str, str]:
-        """The crawler's own environment variables: CRAWL_ID, and with object storage the
+        """The crawler's own environment variables: CRAWL_ID, how it signs, and with object storage the
         upload contract and WEBHOOK_URL (redis://user:password@host:port/db/key, which holds
         the crawl's Redis password). Never logged, never stored on the Process row."""
-        env = {"CRAWL_ID": self.crawl_id}
+        env = {"CRAWL_ID": self.crawl_id, **self.signing_env}
         if self.storage_env:
             env.update(self.storage_env)
             env["WEBHOOK_URL"] = f"{self.redis_url(redis_host)}/{self.report_key}"

@@ -29,6 +29,7 @@ from tests.runner.helpers import (
     status_of,
 )
 from tests.sitegen import serve_site
+from tests.test_wacz_signing import spec_check
 from tests.waiting import HANG, drive, wait_for, wait_for_pages
 
 S = CrawlStatus
@@ -51,6 +52,10 @@ def test_a_crawl_runs_to_complete_with_pages_and_a_verified_wacz(make_runner, ma
     kept = path.stat()  # the runner's own, 0600, whatever the crawler's umask made it
     assert (kept.st_uid, kept.st_gid, stat.S_IMODE(kept.st_mode)) == (os.geteuid(), os.getegid(), 0o600)
     assert crawl.size_bytes == record.size
+    # Signed by the crawler with archiver's key, and verified as it was kept (issue 43).
+    spec_check(path)
+    assert record.signer.startswith("this archiver (key ") and record.verify_ok is True
+    assert record.verified_at is not None and record.verify_result == "verified"
     assert crawl.exec_seconds > 0 and crawl.redis_db is None
     assert store.client(1).dbsize() == 0
     (process,) = crawl.processes.all()

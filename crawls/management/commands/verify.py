@@ -67,6 +67,8 @@ class Command(ArchiverCommand):
                 collection = None
         if collection is not None:
             return provenance.collection_files(collection)
+        if not all(c in "0123456789abcdef" for c in target.strip().lower()):
+            raise CommandError(f"{target!r} is no file, crawl id, or collection of org {org!r}")
         return provenance.crawl_files(find_crawl(target))
 
     def show(self, report: wacz_auth.Report, known: list[str]) -> None:
