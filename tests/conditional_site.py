@@ -106,8 +106,8 @@ class CountingWriter:
             self.owner.bytes_sent += len(data)
         return self.inner.write(data)
 
-    def flush(self) -> None:
-        self.inner.flush()
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)  # flush, closed, ... as the handler's own
 
 
 def _handler(site: ConditionalSite) -> type[BaseHTTPRequestHandler]:
