@@ -17,7 +17,7 @@ import sys
 GROUPS = {
     "crawls": ["add", "status", "pause", "resume", "stop", "cancel", "retry", "scale",
                "exclude", "delete", "logs", "schedule"],
-    "archives": ["files", "pages", "search", "collection", "diff", "verify", "qa", "reindex", "profile"],
+    "archives": ["files", "pages", "search", "collection", "diff", "verify", "signingkey", "qa", "reindex", "profile"],
     "operations": ["run", "doctor", "migrate", "pull", "ensureadmin", "org", "token",
                    "webhook", "pingwebhook"],
 }

@@ -87,6 +87,9 @@ def check_signing(settings: Settings) -> Finding:
     if settings.signing_url:
         host = urlsplit(settings.signing_url).hostname
         return ok("signing", f"archives signed with a domain by the authsign server at {host}")
+    if not (settings.data_dir / wacz_auth.KEY_FILE).exists():  # doctor changes nothing
+        return ok("signing", "no key yet: archiver makes one in the data dir when it first signs "
+                  "(`archiver signingkey` makes and shows it)")
     try:
         public = wacz_auth.public_key(settings.data_dir)
     except (OSError, ValueError) as exc:

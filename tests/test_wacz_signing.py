@@ -319,3 +319,29 @@ def test_verify_refuses_what_it_cannot_find_in_words(db, conf_data_dir, tmp_path
         with pytest.raises(CommandError) as caught:
             call_command("verify", target)
         assert said in str(caught.value), str(caught.value)
+
+
+def test_signingkey_rotate_keeps_old_archives_this_archivers(signed_wacz, conf_data_dir, db):
+    from crawls import wacz_auth
+
+    old = wacz_auth.public_key(conf_data_dir)
+    call_command("signingkey", "rotate", stdout=(out := _Out()))
+    new = wacz_auth.public_key(conf_data_dir)
+    assert new != old and f"a new key signs from now on: {wacz_auth.fingerprint(new)}" in out.text
+    assert f"keys used before: {wacz_auth.fingerprint(old)}" in out.text
+    call_command("verify", str(signed_wacz), stdout=(out := _Out()))
+    assert f"signed by this archiver (key {wacz_auth.fingerprint(old)})" in out.text
+
+
+def test_doctor_shows_the_public_key_and_makes_none(conf_data_dir):
+    from archiver.conf import get
+    from crawls import wacz_auth
+    from runner.doctor import check_signing
+
+    assert "no key yet" in check_signing(get()).text and not (conf_data_dir / wacz_auth.KEY_FILE).exists()
+    public = wacz_auth.public_key(conf_data_dir)
+    finding = check_signing(get())
+    assert finding.status == "ok" and public in finding.text and wacz_auth.fingerprint(public) in finding.text
+    (conf_data_dir / wacz_auth.KEY_FILE).write_text("not a key")
+    finding = check_signing(get())
+    assert finding.failed and "signing-key.pem" in finding.fix
