@@ -25,6 +25,8 @@ import threading
 import time
 from pathlib import Path
 
+os.environ.setdefault("ARCHIVER_HOST_RATE", "0")  # local sites, as fast as they answer (docs/crawlers.md)
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -57,7 +59,7 @@ def tick_costs(port: int, data_dir: Path, active_counts: tuple[int, ...], ticks:
     for active in active_counts:
         Crawl.objects.all().delete()
         now = timezone.now()
-        settings = Settings(data_dir=data_dir, max_concurrent_crawls=active, lease_seconds=30)
+        settings = Settings(data_dir=data_dir, max_concurrent_crawls=active, lease_seconds=30, host_rate=0.0)
         store = ProgressStore(RedisEndpoint(host="127.0.0.1", port=port, databases=256))
         runner = Runner(settings, FakeLauncher(), store, host_check=lambda crawl: None)
         runner.register(now)
@@ -116,7 +118,7 @@ def crawler_cost(port: int, data_dir: Path, pages: int) -> dict:
     from runner.redis_server import RedisEndpoint
     from tests.sitegen import serve_site
 
-    settings = Settings(data_dir=data_dir, launcher="local", crawl_allow_networks=("127.0.0.0/8",))
+    settings = Settings(data_dir=data_dir, launcher="local", crawl_allow_networks=("127.0.0.0/8",), host_rate=0.0)
     store = ProgressStore(RedisEndpoint(host="127.0.0.1", port=port, databases=256))
     runner = Runner(settings, LocalLauncher(settings), store, host_check=lambda crawl: None)
     runner.register(timezone.now())

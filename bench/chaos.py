@@ -53,6 +53,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+os.environ.setdefault("ARCHIVER_HOST_RATE", "0")  # local sites, as fast as they answer (docs/crawlers.md)
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 # The trials' crawls fetch over HTTP, as the suite's do (tests/conftest.py): browser mode

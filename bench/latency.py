@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+os.environ.setdefault("ARCHIVER_HOST_RATE", "0")  # local sites, as fast as they answer (docs/crawlers.md)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -114,7 +116,7 @@ def leave_nothing_behind(data_dir: Path) -> None:
     from runner.launchers import DockerLauncher, LocalLauncher
     from runner.redis_server import EmbeddedRedis
 
-    settings = Settings(data_dir=data_dir)
+    settings = Settings(data_dir=data_dir, host_rate=0.0)
     for launcher in (LocalLauncher(settings), DockerLauncher(settings)):
         try:
             for instance in launcher.list():
@@ -185,7 +187,7 @@ def _tick_cost(data_dir: Path, port: int, active: int, ticks: int) -> dict:
                 batch = []
         Crawl.objects.bulk_create(batch)
 
-    settings = Settings(data_dir=data_dir, max_concurrent_crawls=active, poll_interval=1, lease_seconds=30)
+    settings = Settings(data_dir=data_dir, max_concurrent_crawls=active, poll_interval=1, lease_seconds=30, host_rate=0.0)
     store = ProgressStore(RedisEndpoint(host="127.0.0.1", port=port, databases=256))
     launcher = FakeLauncher()
     runner = Runner(settings, launcher, store, host_check=lambda crawl: None)

@@ -20,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -243,6 +244,10 @@ class CrawlConfig(BaseModel):
                                   "None: on for a schedule's crawls, off for one-off crawls")
     qa: StrictBool = Field(default=False, description="quality review once the crawl ends and its archive "
                                                       "is kept (runner/qa_queue.py)")
+    host_rate: StrictFloat | None = Field(
+        default=None, ge=0, le=1000,
+        description="requests per second to one host, every crawl of it together (archiver's "
+                    "crawler); None: ARCHIVER_HOST_RATE; 0: no limit")
     # Browser mode of archiver's own crawler; None (auto) is resolved when the crawl is added,
     # so its mode never changes between launches. Declared before the options it allows.
     browser: StrictBool | None = Field(default=None, validate_default=True,
@@ -267,7 +272,8 @@ class CrawlConfig(BaseModel):
         return {key: value for key, value in data.items()
                 if (key not in BROWSER_FLAGS or given(value))
                 and not (key in ("dedup", "browser") and value is None)
-                and not (key == "qa" and not value)}
+                and not (key == "qa" and not value)
+                and not (key == "host_rate" and value is None)}
 
     @field_validator("browser")
     @classmethod

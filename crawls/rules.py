@@ -38,6 +38,7 @@ SHOWN = 60  # characters of a refused value quoted back in a message
 
 HOST_LABEL = re.compile(r"[a-z0-9_-]+")
 NUMERIC_LABEL = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)")
+RATE = re.compile(r"[0-9]+(?:\.[0-9]+)?|\.[0-9]+")
 
 
 def shown(value: object, limit: int = SHOWN) -> str:
@@ -150,6 +151,14 @@ def check_ipv4(host: str) -> str:
 
 
 # --- header values, regexes, tags ----------------------------------------------------------
+
+
+def requests_per_second(text: str) -> float:
+    """A host rate as typed (CLI, admin): a plain decimal number such as 2 or 0.5; its range
+    is the config's to judge."""
+    if not RATE.fullmatch(text.strip()):
+        raise ValueError(f"{shown(text)} is not a number of requests per second such as 2 or 0.5")
+    return float(text)
 
 
 def check_header_value(value: str, *, name: str = "the value") -> str:

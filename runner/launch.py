@@ -95,6 +95,19 @@ def crawler_config(rt: Runtime, crawl: Crawl, now: dt.datetime) -> dict:
         values["timeLimit"] = max(int(config.time_limit - crawl.elapsed_seconds), 1)
     if crawl.dedup_enabled and not rt.settings.browser_crawler(rt.launcher.name):
         values["dedup"] = True  # browsertrix-crawler needs no option: it reads its index
+    if not rt.settings.browser_crawler(rt.launcher.name):
+        values.update(host_budget(rt.settings, config))
+    return values
+
+
+def host_budget(settings, config: CrawlConfig) -> dict:
+    """The options of every crawl's budget per host (the crawler's hosts.py): the crawl's own
+    rate or ARCHIVER_HOST_RATE, and ARCHIVER_HOST_RATES's patterns, which win over both.
+    Empty when there is no limit, so a crawler without these options still runs."""
+    rate = settings.host_rate if config.host_rate is None else config.host_rate
+    values: dict = {"hostRate": rate} if rate else {}
+    if settings.host_rates:
+        values["hostRates"] = [f"{pattern}={rate:g}" for pattern, rate in settings.host_rates]
     return values
 
 

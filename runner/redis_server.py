@@ -37,6 +37,7 @@ from redis.retry import Retry
 
 from archiver.conf import Settings
 from archiver.errors import ConfigError
+from runner import host_keys
 
 log = logging.getLogger(__name__)
 
@@ -413,15 +414,17 @@ class RedisWatch:
         return self._seen(run_id, moved=self.endpoint != known)
 
     def _sweep_database_0(self) -> None:
-        """Empty database 0 of the embedded server. No crawl uses it, but every connection
-        starts there and no ACL rule can close it to a crawl's user, so what a crawler
-        writes there escapes its budget. (An external server's may be another program's.)"""
+        """Keep only the crawls' host budget in database 0 of the embedded server: every
+        connection starts there and no ACL rule can close it to a crawl's user, so what
+        else a crawler writes there escapes its budget (host_keys.py). (An external
+        server's may be another program's.)"""
         client = self.endpoint.client()
         try:
-            if client.dbsize():
-                log.warning("the embedded Redis's database 0 holds keys, which only a crawler "
-                            "can have written (no crawl uses it); dropping them")
-                client.flushdb(asynchronous=True)
+            dropped = host_keys.sweep(client)
+            if dropped:
+                log.warning("dropped %d key(s) from the embedded Redis's database 0, which "
+                            "holds only the host budget: only a crawler can have written them",
+                            dropped)
         except redis.RedisError as exc:
             log.warning("could not empty the embedded Redis's database 0 (%s)", type(exc).__name__)
         finally:

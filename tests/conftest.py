@@ -23,6 +23,9 @@ os.environ.setdefault("ARCHIVER_CRAWL_ALLOW_NETWORKS", "127.0.0.0/8")
 # New crawls default to browser mode when a Chromium is found; tests crawl over HTTP unless
 # they ask for the browser (ARCHIVER_CHROMIUM=/usr/bin/chromium, or unset for the default).
 os.environ.setdefault("ARCHIVER_CHROMIUM", "none")
+# The suite crawls its own sites on 127.0.0.1 as fast as they answer; tests of the host
+# budget give their crawls a rate (tests/crawler/test_host_budget.py).
+os.environ.setdefault("ARCHIVER_HOST_RATE", "0")
 _conf.get.cache_clear()
 
 
@@ -134,7 +137,7 @@ def conf_data_dir(tmp_path, monkeypatch) -> Path:
 
     root = tmp_path / "data"
     root.mkdir()
-    settings = Settings(data_dir=root)
+    settings = Settings(data_dir=root, host_rate=0.0)  # as ARCHIVER_HOST_RATE above
     monkeypatch.setattr("archiver.conf.get", lambda: settings)
     return root
 

@@ -98,4 +98,5 @@ def storage_settings(data_dir: Path, endpoint: str, bucket: str, **more) -> Sett
     """A runner's settings with its archives in `bucket` on the server at `endpoint`."""
     return Settings(data_dir=data_dir, launcher="local", poll_interval=0.2, lease_seconds=5,
                     storage_url=f"s3://{bucket}/archiver", storage_endpoint=endpoint,
-                    storage_access_key=ACCESS_KEY, storage_secret_key=SECRET_KEY, **more)
+                    storage_access_key=ACCESS_KEY, storage_secret_key=SECRET_KEY,
+                    **{"host_rate": 0.0, **more})

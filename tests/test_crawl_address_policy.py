@@ -136,7 +136,8 @@ def test_a_crawl_whose_image_points_at_a_local_address_not_allowed_archives_noth
     image = request.getfixturevalue("crawler_image") if kind == "docker" else None
     settings = conf.Settings(
         data_dir=data_dir, launcher=kind, poll_interval=0.2, lease_seconds=5,
-        crawl_allow_networks=("127.0.0.1/32",), **({"crawler_image": image} if image else {}))
+        crawl_allow_networks=("127.0.0.1/32",), host_rate=0.0,
+        **({"crawler_image": image} if image else {}))
     monkeypatch.setattr(conf, "get", lambda: settings)  # what crawler_config reads
     launcher = make_launcher(kind, settings, request)
     runner = Runner(settings, launcher, store, clock=db_now, host_check=lambda crawl: None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 
 from archiver_crawler.netpolicy import parse_networks, split_networks
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 
 class PolicySettings(BaseModel):
@@ -17,6 +17,11 @@ class PolicySettings(BaseModel):
     # Reverse proxies in front of the admin (addresses or CIDRs) whose X-Forwarded-For names
     # the client; from anyone else the header is ignored (crawls/admin/login.py).
     trusted_proxies: tuple[str, ...] = ()
+    # Requests per second to one host, every crawl and runner together (the crawler's
+    # hosts.py); 0: no limit. A crawl's own host_rate replaces it; host_rates, by host
+    # pattern, replace both.
+    host_rate: float = Field(default=2.0, ge=0, le=1000)
+    host_rates: tuple[tuple[str, float], ...] = ()
 
     @field_validator("crawl_allow_networks", mode="before")
     @classmethod
@@ -30,6 +35,19 @@ class PolicySettings(BaseModel):
         if isinstance(value, str):
             return tuple(part.strip().lower() for part in value.split(",") if part.strip())
         return value
+
+    @field_validator("host_rates", mode="before")
+    @classmethod
+    def _rates(cls, value):
+        if not isinstance(value, str):
+            return value
+        from archiver_crawler.errors import ConfigError
+        from archiver_crawler.hosts import host_options  # the crawler's reading, so it agrees
+
+        try:
+            return host_options({"hostRates": value})["rates"].patterns
+        except ConfigError as exc:
+            raise ValueError(str(exc).removeprefix("--hostRates").lstrip(": ")) from None
 
     @field_validator("trusted_proxies", mode="before")
     @classmethod

@@ -28,6 +28,8 @@ ENV = {
     "chromium": "ARCHIVER_CHROMIUM",
     "crawl_allow_networks": "ARCHIVER_CRAWL_ALLOW_NETWORKS",
     "crawl_log_mb": "ARCHIVER_CRAWL_LOG_MB",
+    "host_rate": "ARCHIVER_HOST_RATE",
+    "host_rates": "ARCHIVER_HOST_RATES",
     "swarm_constraints": "ARCHIVER_SWARM_CONSTRAINTS",
     "swarm_org_constraints": "ARCHIVER_SWARM_ORG_CONSTRAINTS",
     "storage_url": "ARCHIVER_STORAGE_URL",

@@ -22,6 +22,7 @@ from crawls.cli import whole_number
 from crawls.config import BEHAVIORS, SCREENSHOTS, WAIT_UNTIL, CrawlConfig, ScopeType, parse_size
 from crawls.lease import db_now
 from crawls.models import BrowserProfile, Org, Schedule
+from crawls.rules import requests_per_second
 
 SCOPES = get_args(ScopeType)
 BROWSER_FIELDS = ("browser", "behaviors", "page_load_timeout", "post_load_delay", "wait_until", "block_ads",
@@ -29,7 +30,7 @@ BROWSER_FIELDS = ("browser", "behaviors", "page_load_timeout", "post_load_delay"
 BROWSER_CHOICES = {"auto": None, "on": True, "off": False}
 CONFIG_FIELDS = ("seeds", "scope_type", "depth", "extra_hops", "page_limit", "size_limit",
                  "time_limit", "include", "exclude", "workers", "scale", "user_agent", "use_robots",
-                 "dedup", "qa", *BROWSER_FIELDS)
+                 "dedup", "qa", "host_rate", *BROWSER_FIELDS)
 TEXT_FIELDS = ("user_agent", "behaviors", "wait_until", "screenshot", "lang", "profile")  # "" = not set
 
 
@@ -146,6 +147,9 @@ class CrawlConfigForm(forms.Form):
     qa = forms.BooleanField(required=False, label="Quality review",
                             help_text="Replay its pages from the archive once it ends and score them "
                                       "(docs/cli.md#qa).")
+    host_rate = ParsedField(requests_per_second, label="Host rate",
+                            help_text="Requests per second to one host, every crawl of it together "
+                                      "(archiver's crawler); empty = ARCHIVER_HOST_RATE, 0 = no limit.")
     # The CLI's --browser/--no-browser/neither, and its browser options --behaviors ... --profile.
     browser = forms.TypedChoiceField(
         required=False, label="Browser", initial="auto", empty_value=None,

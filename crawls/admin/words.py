@@ -162,6 +162,7 @@ OPTION_WORDS = {
     "page_load_timeout": ("page load timeout", lambda value: f"{value} s"),
     "post_load_delay": ("post-load delay", lambda value: f"{value} s"),
     "lang": ("language", str),
+    "host_rate": ("host rate", lambda value: f"{value:g} requests a second to one host"),
 }
 
 

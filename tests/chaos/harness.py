@@ -483,6 +483,8 @@ class Trial:
             "ARCHIVER_LEASE_SECONDS": "5", "ARCHIVER_INSTANCE_ID": f"chaos-{name}",
             # The sites are on 127.0.0.1, which the crawl address policy refuses by default.
             "ARCHIVER_CRAWL_ALLOW_NETWORKS": "127.0.0.0/8",
+            # The site's trees stand for many sites: no budget per host unless a trial asks.
+            "ARCHIVER_HOST_RATE": "0",
             "PYTHONUNBUFFERED": "1",
         })
         if self.redis:

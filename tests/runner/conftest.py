@@ -33,7 +33,7 @@ def data_dir():
 @pytest.fixture
 def settings(data_dir) -> Settings:
     return Settings(data_dir=data_dir, launcher="local", poll_interval=0.2, lease_seconds=5,
-                    max_concurrent_crawls=2, max_launch_attempts=3)
+                    max_concurrent_crawls=2, max_launch_attempts=3, host_rate=0.0)
 
 
 @pytest.fixture

@@ -206,7 +206,8 @@ def test_a_non_root_archiver_on_a_setgid_data_dir_completes_a_crawl_in_the_stric
            "PYTHONDONTWRITEBYTECODE": "1", "ARCHIVER_DATA_DIR": str(setgid_data_dir),
            "ARCHIVER_REDIS_URL": redis_server.url(0), "ARCHIVER_LAUNCHER": "docker",
            "ARCHIVER_CRAWLER_IMAGE": strict_image, "DOCKER_HOST": user_docker_socket,
-           "ARCHIVER_CRAWL_ALLOW_NETWORKS": "127.0.0.0/8", "ARCHIVER_POLL_INTERVAL": "0.5"}
+           "ARCHIVER_CRAWL_ALLOW_NETWORKS": "127.0.0.0/8", "ARCHIVER_POLL_INTERVAL": "0.5",
+           "ARCHIVER_HOST_RATE": "0"}
     settings = Settings(data_dir=setgid_data_dir)
     try:
         migrated = run_as(throwaway_user, [*manage, "migrate", "-v0"], env)

@@ -7,9 +7,17 @@ import argparse
 from django.core.management.base import CommandError
 
 from crawls import actions
-from crawls.cli import ArchiverCommand, duration_arg, int_arg, parse_crawl_config, size_arg
+from crawls.cli import (
+    ArchiverCommand,
+    arg_type,
+    duration_arg,
+    int_arg,
+    parse_crawl_config,
+    size_arg,
+)
 from crawls.config import BEHAVIORS, BROWSER_FLAGS, SCREENSHOTS, WAIT_UNTIL
 from crawls.models import Org
+from crawls.rules import requests_per_second
 from crawls.validation import check_slug
 
 SCOPES = ("page", "page-spa", "prefix", "host", "domain", "any", "custom")
@@ -18,7 +26,7 @@ BROWSER_OPTIONS = ("browser", *BROWSER_FLAGS)
 # The options of add_crawl_arguments: what `add` and `schedule add` both take.
 CRAWL_OPTIONS = (
     "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include", "exclude",
-    "workers", "scale", "dedup", "qa", *BROWSER_OPTIONS,
+    "workers", "scale", "dedup", "qa", "host_rate", *BROWSER_OPTIONS,
 )
 
 
@@ -66,6 +74,9 @@ def add_crawl_arguments(parser, dedup_default: str) -> None:
                              f"(default: {dedup_default})")
     parser.add_argument("--qa", action="store_true", default=False,
                         help="quality review once it ends and its archive is kept (as `archiver qa`)")
+    parser.add_argument("--host-rate", type=arg_type(requests_per_second), metavar="PER_SECOND",
+                        help="requests per second to one host, every crawl of it together "
+                             "(default: ARCHIVER_HOST_RATE; 0: no limit; archiver's crawler only)")
     add_browser_arguments(parser)
     parser.add_argument("--org", default="default", metavar="SLUG")
     parser.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")
