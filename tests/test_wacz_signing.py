@@ -345,3 +345,34 @@ def test_doctor_shows_the_public_key_and_makes_none(conf_data_dir):
     (conf_data_dir / wacz_auth.KEY_FILE).write_text("not a key")
     finding = check_signing(get())
     assert finding.failed and "signing-key.pem" in finding.fix
+
+
+def test_crawlers_get_the_key_or_the_signing_server_in_their_environment_only(conf_data_dir, tmp_path):
+    from archiver.conf import Settings
+    from crawls import wacz_auth
+    from runner.launchers import LaunchSpec
+    from runner.redis_server import RedisEndpoint
+
+    own = wacz_auth.crawler_env(Settings(data_dir=conf_data_dir))
+    assert list(own) == ["ARCHIVER_SIGNING_KEY"] and "PRIVATE KEY" in own["ARCHIVER_SIGNING_KEY"]
+    domain = wacz_auth.crawler_env(Settings(data_dir=conf_data_dir, signing_url="https://sign.example/sign",
+                                            signing_token="s3cret-token"))
+    assert domain == {"WACZ_SIGN_URL": "https://sign.example/sign", "WACZ_SIGN_TOKEN": "s3cret-token"}
+    spec = LaunchSpec(crawl_id="c0ffee", instance=0, process_id=1, instance_dir=tmp_path, workers=1,
+                      redis=RedisEndpoint(host="127.0.0.1", port=9, password="p"), db=1, runner_id="r",
+                      signing_env=domain)
+    assert spec.environment()["WACZ_SIGN_TOKEN"] == "s3cret-token"
+    assert "s3cret-token" not in repr(spec) and "s3cret-token" not in " ".join(spec.crawler_args("/crawls"))
+    with pytest.raises(ValueError, match="no credentials"):
+        Settings(data_dir=conf_data_dir, signing_url="https://user:pw@sign.example/sign")
+
+
+def test_the_signing_server_is_read_from_the_environment_and_its_token_is_a_secret(conf_data_dir):
+    from archiver import conf
+    from archiver.options.variables import SECRET_VARIABLES
+
+    settings = conf.from_environ({"ARCHIVER_DATA_DIR": str(conf_data_dir),
+                                  "ARCHIVER_SIGNING_URL": "http://127.0.0.1:9/sign", "ARCHIVER_SIGNING_TOKEN": "t0k3n"})
+    assert settings.signing_url == "http://127.0.0.1:9/sign"
+    assert settings.signing_token.get_secret_value() == "t0k3n" and "t0k3n" not in repr(settings)
+    assert "ARCHIVER_SIGNING_TOKEN" in SECRET_VARIABLES

@@ -40,6 +40,8 @@ ENV = {
     "storage_crawler_access_key": "ARCHIVER_STORAGE_CRAWLER_ACCESS_KEY",
     "storage_crawler_secret_key": "ARCHIVER_STORAGE_CRAWLER_SECRET_KEY",
     "storage_grace": "ARCHIVER_STORAGE_GRACE",
+    "signing_url": "ARCHIVER_SIGNING_URL",
+    "signing_token": "ARCHIVER_SIGNING_TOKEN",
     "redis_bind": "ARCHIVER_REDIS_BIND",
     "redis_public_url": "ARCHIVER_REDIS_PUBLIC_URL",
     "redis_max_bytes": "ARCHIVER_REDIS_MAX_BYTES",
@@ -50,4 +52,5 @@ ENV = {
 }
 # Their values are never repeated in an error message (nor anywhere else).
 SECRET_VARIABLES = {"ARCHIVER_STORAGE_ACCESS_KEY", "ARCHIVER_STORAGE_SECRET_KEY",
-                    "ARCHIVER_STORAGE_CRAWLER_ACCESS_KEY", "ARCHIVER_STORAGE_CRAWLER_SECRET_KEY"}
+                    "ARCHIVER_STORAGE_CRAWLER_ACCESS_KEY", "ARCHIVER_STORAGE_CRAWLER_SECRET_KEY",
+                    "ARCHIVER_SIGNING_TOKEN"}
