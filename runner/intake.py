@@ -40,6 +40,7 @@ from django.db import transaction
 
 from archiver.conf import Settings
 from archiver.errors import ArchiverError
+from crawls import provenance
 from crawls.config import CrawlConfig, human_size
 from crawls.models import Crawl, CrawlFile, CrawlOrigin, CrawlStatus, Org
 from crawls.models.crawl import new_id
@@ -223,6 +224,11 @@ def commit(settings: Settings, org: Org, crawl_id: str, staging: Path, staged: l
             target.rmdir()
         raise
     log.info("org %s: imported %d file(s) as crawl %s", org.slug, len(staged), crawl.short_id)
+    # As the runner does for what it keeps: a signed WACZ's signature checked, the result on
+    # its row (an archive that does not verify is still imported, and says so).
+    provenance.verify_kept(imported.files, settings, now)
+    for row in imported.files:
+        row.refresh_from_db()
     return imported
 
 

@@ -219,3 +219,20 @@ def assert_nothing_left(data_dir: Path) -> None:
     assert not CrawlFile.objects.exists()
     assert Org.objects.get(slug="default").bytes_stored == 0
     assert [p for p in data_dir.rglob("*") if p.is_file()] == []
+
+
+def test_a_signed_wacz_is_verified_as_it_is_imported_and_the_result_kept(conf_data_dir, tmp_path,
+                                                                          monkeypatch):
+    from archiver import conf
+    from crawls import wacz_auth
+
+    for name, value in wacz_auth.crawler_env(conf.get()).items():  # as a crawler is given it
+        monkeypatch.setenv(name, value)
+    warc = tmp_path / "a.warc"
+    warc.write_bytes(warc_record(b"signed words"))
+    first = imported(warc).files.get()  # packaged here, and signed with archiver's key
+    copy = tmp_path / "exported.wacz"
+    copy.write_bytes((conf_data_dir / first.path).read_bytes())
+    again = imported(copy).files.get()
+    assert (again.verify_ok, again.verified_at is not None) == (True, True)
+    assert again.signer and "this archiver" in again.signer

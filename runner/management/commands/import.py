@@ -9,6 +9,7 @@ from django.utils import timezone
 from rich.table import Table
 
 from archiver import conf
+from crawls import provenance
 from crawls.cli import ArchiverCommand
 from crawls.config import human_size
 from crawls.management.commands.add import find_org
@@ -29,18 +30,17 @@ class Command(ArchiverCommand):
         imported = intake.import_archives(conf.get(), find_org(org), files, timezone.now())
         crawl = imported.crawl
         if json:
-            self.write_json({"id": crawl.id, "pages": imported.pages, "signed": imported.signed,
-                             "files": [{"path": f.path, "size": f.size, "sha256": f.sha256}
-                                       for f in imported.files]})
+            self.write_json({"id": crawl.id, "pages": imported.pages, "files": [
+                {"path": f.path, "size": f.size, "sha256": f.sha256, "signer": f.signer,
+                 "verified": f.verify_ok, "provenance": provenance.said(f)}
+                for f in imported.files]})
             return
         table = Table(box=None, header_style="bold", pad_edge=False,
                       title=f"imported as {crawl.short_id} ({crawl.id}): {imported.pages} page(s)",
                       title_justify="left")
         table.add_column("KEPT AS", overflow="fold")
         table.add_column("SIZE", justify="right")
-        table.add_column("SIGNED")
+        table.add_column("PROVENANCE", overflow="fold")
         for row in imported.files:
-            name = row.path.rsplit("/", 1)[-1]
-            table.add_row(row.path, human_size(row.size),
-                          "yes (not verified)" if name in imported.signed else "no")
+            table.add_row(row.path, human_size(row.size), provenance.said(row))
         self.render(table)
