@@ -21,13 +21,13 @@ from runner.launchers.engine import (
     STOP_TIMEOUT,
     TMP_BYTES,
     EngineLauncher,
+    Limits,
     Prepared,
     folder_user,
     image_fix,
     image_missing,
     install_id,
     labelled_instance,
-    nano_cpus,
     profile_mount,
 )
 
@@ -69,11 +69,12 @@ class DockerLauncher(EngineLauncher):
         """The new container's id; "" when one of that name exists."""
         import docker.errors
 
+        limits = self.limits(spec)
         try:
             return self._call("create a container", lambda api: api.create_container(
                 self.image, prepared.args, name=name, hostname=spec.hostname, user=prepared.user,
                 detach=True, environment=spec.environment(REDIS_ALIAS if prepared.redis_alias else None), labels=self._labels(spec),
-                host_config=self._host_config(api, spec, prepared.redis_alias))["Id"])
+                host_config=self._host_config(api, spec, prepared.redis_alias, limits))["Id"])
         except docker.errors.ImageNotFound as exc:
             raise image_missing(self.image) from exc
         except docker.errors.NotFound as exc:  # e.g. the instance folder vanished
@@ -84,14 +85,14 @@ class DockerLauncher(EngineLauncher):
             raise
 
     @staticmethod
-    def _host_config(api, spec: LaunchSpec, redis_alias: bool):
+    def _host_config(api, spec: LaunchSpec, redis_alias: bool, limits: Limits):
         from docker.types import LogConfig, Ulimit
 
         return api.create_host_config(
             network_mode="host", extra_hosts={REDIS_ALIAS: "127.0.0.1"} if redis_alias else None,
             binds=_binds(spec),
             cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=PIDS_LIMIT,
-            mem_limit=spec.memory_limit, nano_cpus=nano_cpus(spec), read_only=True,
+            mem_limit=limits.memory, nano_cpus=limits.nano_cpus, shm_size=limits.shm, read_only=True,
             tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={TMP_BYTES // 2**20}m"},
             log_config=LogConfig(type="json-file", config=LOG_OPTIONS),
             ulimits=[Ulimit(name="nofile", soft=NOFILE, hard=NOFILE)],

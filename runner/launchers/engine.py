@@ -29,6 +29,8 @@ LOG_OPTIONS = {"max-size": "10m", "max-file": "3"}
 OWN_IMAGE = "archiver/crawler:"
 REDIS_ALIAS = "redis"  # the crawler refuses localhost Redis URLs: a hosts entry names 127.0.0.1
 PROFILE_DIR = "/profile"  # a crawl's browser profile is mounted here, read-only
+SHM_BYTES, SHM_PER_WORKER = 256 * MiB, 128 * MiB
+INVALID_MOUNT = ("invalid mount config", "invalid volume specification")
 
 
 def install_id(settings: Settings) -> str:
@@ -47,9 +49,49 @@ def image_missing(image: str) -> ImageMissing:
     return ImageMissing(f"crawler image {image} is not on the Docker engine; {image_fix(image)}")
 
 
-def nano_cpus(spec: LaunchSpec) -> int:
-    """CPU for one instance: 0.9 of a core, and 0.6 for each worker after the first."""
-    return int((0.9 + 0.6 * (spec.workers - 1)) * 1e9)
+@dataclass(frozen=True)
+class Host:
+    """What one machine of the engine has: CPUs and bytes of memory (`docker info`'s NCPU and
+    MemTotal; for Swarm, its largest node's)."""
+
+    cpus: float
+    memory: int
+
+    @classmethod
+    def of_info(cls, info: dict) -> Host | None:
+        cpus, memory = info.get("NCPU"), info.get("MemTotal")
+        if not isinstance(cpus, int) or not isinstance(memory, int) or cpus < 1 or memory < 1:
+            return None
+        return cls(cpus=float(cpus), memory=memory)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """One instance's container limits: CPU in billionths of a core, memory and /dev/shm bytes."""
+
+    nano_cpus: int
+    memory: int
+    shm: int
+
+
+def limits(spec: LaunchSpec, host: Host | None) -> Limits:
+    """CPU: 0.9 of a core, and 0.6 for each worker after the first; memory as the spec says;
+    /dev/shm 256 MiB and 128 MiB a worker after the first (Chromium's renderers share
+    memory through it), at most a quarter of the memory. Each within what the host has: the
+    engine refuses a CPU limit past its CPUs, and no retry changes that."""
+    cpus, memory = 0.9 + 0.6 * (spec.workers - 1), spec.memory_limit
+    if host is not None:
+        cpus, memory = min(cpus, host.cpus), min(memory, host.memory)
+    shm = min(SHM_BYTES + SHM_PER_WORKER * (spec.workers - 1), memory // 4)
+    return Limits(nano_cpus=int(round(cpus * 1e9)), memory=memory, shm=shm)
+
+
+def refusal_is_permanent(status: int | None, explanation: str) -> bool:
+    """Whether the engine's refusal would be the same on a retry: 400 says the request itself
+    is invalid (a CPU limit past the host's, a mount or runtime it does not know). Conflicts
+    (409), missing things (404) and the engine's own errors (5xx) may pass, except a mount
+    it cannot read, which Docker 20.10 answers with a 500."""
+    return status == 400 or (status == 500 and any(words in explanation for words in INVALID_MOUNT))
 
 
 @dataclass(frozen=True)
@@ -74,6 +116,7 @@ class EngineLauncher(Launcher):
         self.timeout = settings.docker_call_timeout
         self._client = None
         self._api_version: str | None = None  # learnt once: later clients skip that request
+        self._host: Host | None = None  # learnt once per connection
 
     # Every engine call goes through here: an engine that does not answer is not an error
     # of the crawl, it is a wait.
@@ -86,7 +129,8 @@ class EngineLauncher(Launcher):
         except docker.errors.NotFound:
             raise
         except docker.errors.APIError as exc:
-            raise LaunchError(f"Docker refused to {what}: {exc.explanation or exc}") from exc
+            raise LaunchError(f"Docker refused to {what}: {exc.explanation or exc}",
+                              permanent=refusal_is_permanent(exc.status_code, str(exc.explanation))) from exc
         except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
             self.close()
             raise EngineUnavailable(f"Docker engine unreachable ({type(exc).__name__})") from exc
@@ -104,6 +148,19 @@ class EngineLauncher(Launcher):
         if self._client is not None:
             self._client.close()
             self._client = None
+        self._host = None  # the engine that answers next may be another machine
+
+    def host(self) -> Host | None:
+        """What the engine's machine has; None when its info does not say (limits unbounded)."""
+        if self._host is None:
+            self._host = self._read_host()
+        return self._host
+
+    def _read_host(self) -> Host | None:
+        return Host.of_info(self._call("read the engine's state", lambda api: api.info()))
+
+    def limits(self, spec: LaunchSpec) -> Limits:
+        return limits(spec, self.host())
 
     def ping(self) -> bool:
         try:

@@ -26,10 +26,11 @@ from runner.launchers.engine import (
     STOP_TIMEOUT,
     TMP_BYTES,
     EngineLauncher,
+    Host,
+    Limits,
     Prepared,
     image_missing,
     labelled_instance,
-    nano_cpus,
     profile_mount,
 )
 
@@ -113,6 +114,7 @@ class SwarmLauncher(EngineLauncher):
             raise LaunchError(f"service {name} was reported to exist, then vanished") from exc
 
     def _task_template(self, spec: LaunchSpec, prepared: Prepared, image_id: str, entrypoint: list[str]):
+        limits = self.limits(spec)
         from docker.types import (
             ContainerSpec,
             Placement,
@@ -127,14 +129,14 @@ class SwarmLauncher(EngineLauncher):
             read_only=True, cap_drop=["ALL"],
             hosts={REDIS_ALIAS: "127.0.0.1"} if prepared.redis_alias else None,
             # Swarm's tmpfs mounts are nosuid, nodev and noexec already.
-            mounts=_mounts(spec),
+            mounts=_mounts(spec, limits),
             stop_grace_period=STOP_TIMEOUT * 10**9,
         )
         # API fields the SDK has no argument for: ulimits (API 1.41) and no-new-privileges
         # (honoured from API 1.46; setpriv above covers older engines).
         container["Ulimits"] = [{"Name": "nofile", "Soft": NOFILE, "Hard": NOFILE}]
         container["Privileges"] = {"NoNewPrivileges": True}
-        cpus, memory = nano_cpus(spec), spec.memory_limit
+        cpus, memory = limits.nano_cpus, limits.memory
         resources = Resources(cpu_limit=cpus, mem_limit=memory, cpu_reservation=cpus, mem_reservation=memory)
         resources["Limits"]["Pids"] = PIDS_LIMIT
         constraints = self.constraints(spec.org)
@@ -143,6 +145,13 @@ class SwarmLauncher(EngineLauncher):
             placement=Placement(constraints=constraints) if constraints else None,
             log_driver={"Name": "json-file", "Options": LOG_OPTIONS}, networks=["host"],
         )
+
+    def _read_host(self) -> Host | None:
+        """The largest node's CPUs and memory: a task runs on one node, and Swarm refuses
+        nothing at creation (a task no node can take stays pending)."""
+        nodes = self._call("list nodes", lambda api: api.nodes())
+        hosts = [_node_host(node) for node in nodes]
+        return max((h for h in hosts if h), key=lambda h: (h.cpus, h.memory), default=None)
 
     def constraints(self, org: str) -> list[str]:
         """ARCHIVER_SWARM_CONSTRAINTS, then those ARCHIVER_SWARM_ORG_CONSTRAINTS gives the org."""
@@ -267,16 +276,26 @@ class SwarmLauncher(EngineLauncher):
         return output
 
 
-def _mounts(spec: LaunchSpec) -> list:
-    """The instance folder, /tmp, and the crawl's browser profile (one file, read-only) if
-    any. Both paths must exist on the node the task lands on, as for every bind mount."""
+def _mounts(spec: LaunchSpec, limits: Limits) -> list:
+    """The instance folder, /tmp, /dev/shm (a service has no shm size of its own), and the
+    crawl's browser profile (one file, read-only) if any. Both paths must exist on the node
+    the task lands on, as for every bind mount."""
     from docker.types import Mount
 
     mounts = [Mount("/crawls", str(spec.instance_dir), type="bind"),
-              Mount("/tmp", None, type="tmpfs", tmpfs_size=TMP_BYTES)]
+              Mount("/tmp", None, type="tmpfs", tmpfs_size=TMP_BYTES),
+              Mount("/dev/shm", None, type="tmpfs", tmpfs_size=limits.shm)]
     if spec.profile:
         mounts.append(Mount(profile_mount(spec), str(spec.profile), type="bind", read_only=True))
     return mounts
+
+
+def _node_host(node: dict) -> Host | None:
+    resources = ((node.get("Description") or {}).get("Resources")) or {}
+    cpus, memory = resources.get("NanoCPUs"), resources.get("MemoryBytes")
+    if not isinstance(cpus, int) or not isinstance(memory, int) or cpus <= 0 or memory <= 0:
+        return None
+    return Host(cpus=cpus / 1e9, memory=memory)
 
 
 def newest(tasks: list[dict]) -> dict | None:
