@@ -45,7 +45,7 @@ def framed_site() -> dict[str, Response]:
 def captures():
     """The framed page captured with every screenshot, and again in a 1920x1080 viewport."""
     async def main(url: str):
-        engine = BrowserEngine(AddressPolicy(parse_networks(["127.0.0.1/32"])),
+        engine = BrowserEngine(AddressPolicy(parse_networks(["127.0.0.1/32", "::1/128"])),
                                EngineOptions(workers=2, page=SHOTS))
         await engine.start()
         try:
@@ -54,6 +54,13 @@ def captures():
             await engine.close()
 
     with serve_site(extra=framed_site()) as site:
+        # A cross-site frame (localhost is another site than 127.0.0.1): Chromium runs it
+        # in a process of its own, read through its own session.
+        port = site.root.rsplit(":", 1)[1]
+        page = site.routes["/f/"]
+        site.routes["/f/"] = Response(body=page.body.replace(
+            b"</h1>", f'</h1><iframe src="http://localhost:{port}/f/cross.html"></iframe>'.encode()))
+        site.routes["/f/cross.html"] = Response(body=b"<!doctype html><p>Cross-site frame words</p>")
         yield site.root + "/f/", asyncio.run(main(site.root + "/f/"))
 
 
@@ -97,7 +104,8 @@ def test_each_screenshot_is_a_resource_record_of_its_kind(captures, tmp_path):
 
 def test_the_text_of_every_frame_is_in_the_page_s_text(captures):
     _url, (capture, _wide) = captures
-    for words in ("Outside words", "Words inside the frame", "srcdoc frame words", "Nested frame words"):
+    for words in ("Outside words", "Words inside the frame", "srcdoc frame words", "Nested frame words",
+                  "Cross-site frame words"):
         assert words in capture.text
 
 
