@@ -58,6 +58,8 @@ OPTION_FOR_FIELD = {
     "user_agent": "--user-agent",
     "dedup": "--dedup",
     "qa": "--qa",
+    "sitemap": "--sitemap",
+    "sitemap_since": "--sitemap-since",
     "scope_type": "--scope",
     "browser": "--browser",
     "behaviors": "--behaviors",

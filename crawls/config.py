@@ -263,6 +263,14 @@ class CrawlConfig(BaseModel):
     lang: StrictStr | None = None
     profile: Annotated[StrictStr, AfterValidator(check_profile_name)] | None = Field(
         default=None, description="the name of a browser profile of the crawl's org (archiver profile add)")
+    # Seeds from sitemaps (both crawlers: --sitemap, --sitemapFromDate); None: none read.
+    sitemap: StrictStr | None = Field(
+        default=None, max_length=2048,
+        description='"auto" (the sitemaps robots.txt names, else /sitemap.xml) or a sitemap URL')
+    sitemap_since: StrictStr | None = Field(
+        default=None, max_length=64,
+        description='only sitemap URLs with a lastmod from then: a W3C date (2026-05-01, '
+                    '2026-05-01T10:00:00Z) or "last", the start of the last complete crawl of the same seeds')
 
     @model_serializer(mode="wrap")
     def _without_unset_browser_options(self, handler) -> dict:
@@ -271,7 +279,7 @@ class CrawlConfig(BaseModel):
         data = handler(self)
         return {key: value for key, value in data.items()
                 if (key not in BROWSER_FLAGS or given(value))
-                and not (key in ("dedup", "browser") and value is None)
+                and not (key in ("dedup", "browser", "sitemap", "sitemap_since") and value is None)
                 and not (key == "qa" and not value)
                 and not (key == "host_rate" and value is None)}
 
@@ -340,6 +348,30 @@ class CrawlConfig(BaseModel):
             seeds = [check_seed_address(url, allow) for url in seeds]
         return seeds
 
+    @field_validator("sitemap")
+    @classmethod
+    def _sitemap(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or value == "auto":
+            return value
+        url = check_url(value)
+        if info.context is not None:  # new input: the address policy, as for seeds
+            url = check_seed_address(url, tuple(info.context.get("allow_networks", ())))
+        return url
+
+    @field_validator("sitemap_since")
+    @classmethod
+    def _sitemap_since(cls, value: str | None, info: ValidationInfo) -> str | None:
+        from archiver_crawler.sitemap import w3c_datetime  # the crawler's reading of the date
+
+        if value is None:
+            return None
+        if info.data.get("sitemap") is None:
+            raise ValueError("needs a sitemap (--sitemap): it filters the URLs of the sitemaps")
+        if value != "last" and w3c_datetime(value) is None:
+            raise ValueError(f"{shown(value)} is not a date such as 2026-05-01 or "
+                             f"2026-05-01T10:00:00Z, nor 'last'")
+        return value
+
     @field_validator("include", "exclude")
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
@@ -401,6 +433,10 @@ class CrawlConfig(BaseModel):
             config["userAgent"] = self.user_agent
         if self.use_robots:
             config["useRobots"] = True
+        if self.sitemap:
+            config["sitemap"] = True if self.sitemap == "auto" else self.sitemap
+        if self.sitemap_since and self.sitemap_since != "last":  # "last": runner/launch.py
+            config["sitemapFromDate"] = self.sitemap_since
         from archiver import conf  # here only: the rest of this module needs no settings
 
         allow = conf.get().crawl_allow_networks

@@ -97,7 +97,18 @@ def crawler_config(rt: Runtime, crawl: Crawl, now: dt.datetime) -> dict:
         values["dedup"] = True  # browsertrix-crawler needs no option: it reads its index
     if not rt.settings.browser_crawler(rt.launcher.name):
         values.update(host_budget(rt.settings, config))
+    if config.sitemap and config.sitemap_since == "last":
+        values.update(sitemap_since_last(crawl, now))
     return values
+
+
+def sitemap_since_last(crawl: Crawl, now: dt.datetime) -> dict:
+    """`--sitemap-since last`: the start of the last complete crawl of the same seeds, to the
+    second rounded down (a page changed in that second is taken); none: every URL listed."""
+    last = crawl.last_complete_start(crawl.started_at or now)
+    if last is None:
+        return {}
+    return {"sitemapFromDate": last.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def host_budget(settings, config: CrawlConfig) -> dict:

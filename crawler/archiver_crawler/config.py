@@ -12,6 +12,7 @@ import os
 import re
 import socket
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +23,7 @@ from archiver_crawler.hosts import Rates, host_options
 from archiver_crawler.netpolicy import IPNetwork, parse_networks, split_networks
 from archiver_crawler.upload import Store, store_from_env
 
+MAX_SEED_FILE = 16 * 2**20  # a seed file's bytes: 100,000 long URLs
 SCOPE_TYPES = ("page", "page-spa", "prefix", "host", "domain", "any", "custom")
 COLLECTION_RE = re.compile(r"^[\w][\w-]*$")
 DEFAULT_USER_AGENT = f"Mozilla/5.0 (compatible; archiver-crawler/{__version__})"
@@ -103,6 +105,9 @@ class CrawlConfig:
 
     # Ours: revisit records for payloads the org kept already (dedup.py; Redis <id>:dedup).
     dedup: bool = False
+    # --sitemap: a sitemap's URL, or "auto" (robots.txt's, else /sitemap.xml); None: none read.
+    sitemap: str | None = None
+    sitemap_from: datetime | None = None  # --sitemapFromDate: only URLs with a lastmod since
 
     @property
     def collection_dir(self) -> Path:
@@ -129,7 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
                 description="A crawler (HTTP, or Chromium with --browser) speaking browsertrix-crawler's protocol.")
     S = argparse.SUPPRESS
     p.add_argument("--seeds", "--url", dest="seeds", action="append", default=S)
-    p.add_argument("--seedFile", default=S)
+    p.add_argument("--seedFile", "--urlFile", dest="seedFile", default=S)
+    p.add_argument("--sitemap", "--useSitemap", dest="sitemap", nargs="?", const="auto", default=S,
+                   help="queue the URLs of this sitemap, or (no value) of those robots.txt names, "
+                        "else /sitemap.xml")
+    p.add_argument("--sitemapFromDate", "--sitemapFrom", dest="sitemapFromDate", default=S,
+                   help="only sitemap URLs whose lastmod is at or after this W3C date")
     p.add_argument("--scopeType", default=S)
     p.add_argument("--include", action="append", default=S)
     p.add_argument("--exclude", action="append", default=S)
@@ -232,6 +242,8 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
     if not redis_url.startswith(("redis://", "rediss://", "unix://")):
         raise ConfigError("--redisStoreUrl must be a redis:// URL")
 
+    from archiver_crawler.sitemap import sitemap_options  # it reads aiohttp's errors
+
     browser = _browser(o)
     host_delay = _nonneg(o, "hostDelay", 0.0, float)
     return CrawlConfig(
@@ -266,6 +278,7 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
         browser=browser,
         dedup=bool(o.get("dedup", False)),
         **host_options(o),
+        **sitemap_options(o),
     )
 
 
@@ -352,8 +365,8 @@ def _browser(o: dict[str, Any]) -> BrowserConfig | None:
 def _seeds(o: dict[str, Any]) -> list[SeedSpec]:
     seeds = [_seed_spec(s) for s in _as_list(o.get("seeds"), "seeds")]
     if o.get("seedFile"):
-        seeds += [SeedSpec(url=line.strip()) for line in _read_seed_file(o["seedFile"])
-                  if line.strip() and not line.startswith("#")]
+        seeds += [SeedSpec(url=line) for line in _read_seed_file(o["seedFile"])
+                  if line and not line.startswith("#")]
     if not seeds:
         raise ConfigError("no seeds: give --seeds/--url, --seedFile or `seeds` in the config file")
     for seed in seeds:
@@ -404,10 +417,15 @@ def _as_list(value: Any, name: str) -> list:
 
 
 def _read_seed_file(path: str) -> list[str]:
+    """The lines of a seed file, read up to MAX_SEED_FILE bytes (more is refused)."""
     try:
-        return Path(path).read_text(encoding="utf-8").splitlines()
+        with open(path, "rb") as file:
+            data = file.read(MAX_SEED_FILE + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read seed file {path}: {exc.strerror}") from exc
+    if len(data) > MAX_SEED_FILE:
+        raise ConfigError(f"seed file {path} is larger than {MAX_SEED_FILE // 2**20} MiB")
+    return [line.strip() for line in data.decode("utf-8", errors="replace").splitlines()]
 
 
 def _check_url(url: str) -> None:

@@ -11,6 +11,7 @@ from dataclasses import replace
 from archiver_crawler.config import CrawlConfig
 from archiver_crawler.fetch import Fetcher
 from archiver_crawler.scope import Seed, normalize_url
+from archiver_crawler.sitemap import queue_sitemap_pages
 from archiver_crawler.state import CrawlState, QueueEntry
 
 logger = logging.getLogger(__name__)
@@ -35,9 +36,25 @@ class Frontier:
         return self.seeds[0].url if self.seeds else None
 
     async def queue_seeds(self) -> None:
+        """The seeds, then the pages their sitemaps list (--sitemap)."""
         entries = [QueueEntry(url=seed.url, seed_id=seed.id, depth=0)
                    for seed in self.seeds.values()]
         await self.state.add(await self._robots_filter(entries), self.config.limit)
+        await queue_sitemap_pages(self)
+
+    async def listed(self, urls: Iterable[str]) -> tuple[list[QueueEntry], int]:
+        """URLs a site lists (its sitemaps), each queued as the first seed whose scope takes it
+        would queue a seed (depth 0), robots.txt applied; and how many no seed took."""
+        entries, out_of_scope = [], 0
+        for listed in urls:
+            url = normalize_url(listed)
+            seed = url and next((s for s in self.seeds.values()
+                                 if s.decide(url, 0, 0, self.live_excludes)), None)
+            if seed is None:
+                out_of_scope += 1
+                continue
+            entries.append(QueueEntry(url=url, seed_id=seed.id, depth=0))
+        return await self._robots_filter(entries), out_of_scope
 
     async def in_scope(self, entry: QueueEntry, seed: Seed,
                        links: Iterable[str]) -> list[QueueEntry]:

@@ -30,8 +30,9 @@ BROWSER_FIELDS = ("browser", "behaviors", "page_load_timeout", "post_load_delay"
 BROWSER_CHOICES = {"auto": None, "on": True, "off": False}
 CONFIG_FIELDS = ("seeds", "scope_type", "depth", "extra_hops", "page_limit", "size_limit",
                  "time_limit", "include", "exclude", "workers", "scale", "user_agent", "use_robots",
-                 "dedup", "qa", "host_rate", *BROWSER_FIELDS)
-TEXT_FIELDS = ("user_agent", "behaviors", "wait_until", "screenshot", "lang", "profile")  # "" = not set
+                 "dedup", "qa", "host_rate", "sitemap", "sitemap_since", *BROWSER_FIELDS)
+TEXT_FIELDS = ("user_agent", "behaviors", "wait_until", "screenshot", "lang", "profile", "sitemap",
+               "sitemap_since")  # "" = not set
 
 
 class ParsedField(forms.CharField):
@@ -150,6 +151,13 @@ class CrawlConfigForm(forms.Form):
     host_rate = ParsedField(requests_per_second, label="Host rate",
                             help_text="Requests per second to one host, every crawl of it together "
                                       "(archiver's crawler); empty = ARCHIVER_HOST_RATE, 0 = no limit.")
+    sitemap = forms.CharField(required=False, widget=forms.TextInput(attrs={"size": 80}),
+                              help_text="Also crawl the pages a sitemap lists: its URL, or auto (those "
+                                        "robots.txt names, else /sitemap.xml); empty = none.")
+    sitemap_since = forms.CharField(required=False, label="Sitemap since",
+                                    help_text="Only sitemap pages whose lastmod is from then: a date "
+                                              "(2026-05-01) or last (the start of the last complete "
+                                              "crawl of the same seeds).")
     # The CLI's --browser/--no-browser/neither, and its browser options --behaviors ... --profile.
     browser = forms.TypedChoiceField(
         required=False, label="Browser", initial="auto", empty_value=None,

@@ -163,6 +163,9 @@ OPTION_WORDS = {
     "post_load_delay": ("post-load delay", lambda value: f"{value} s"),
     "lang": ("language", str),
     "host_rate": ("host rate", lambda value: f"{value:g} requests a second to one host"),
+    "sitemap": ("sitemap", lambda value: "found through robots.txt" if value == "auto" else value),
+    "sitemap_since": ("sitemap pages modified since",
+                      lambda value: "the last complete crawl" if value == "last" else value),
 }
 
 

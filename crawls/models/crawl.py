@@ -260,6 +260,14 @@ class Crawl(CrawlLimits, UserIntents, RunnerTransitions, Leased):
         """What this session crawls: its config, with a failed-pages override applied."""
         return CrawlConfig(**{**self.config, **self.config_override})
 
+    def last_complete_start(self, before: dt.datetime) -> dt.datetime | None:
+        """When the last complete crawl of the same seeds in its org started before `before`
+        (`--sitemap-since last`); None if there was none."""
+        return (Crawl.objects.filter(org_id=self.org_id, seeds=self.seeds, status=S.COMPLETE,
+                                     started_at__lt=before)
+                .exclude(pk=self.pk).order_by("-started_at")
+                .values_list("started_at", flat=True).first())
+
     def unsent_messages(self):
         return self.messages.filter(sent_at__isnull=True).order_by("id")
 

@@ -26,24 +26,26 @@ BROWSER_OPTIONS = ("browser", *BROWSER_FLAGS)
 # The options of add_crawl_arguments: what `add` and `schedule add` both take.
 CRAWL_OPTIONS = (
     "depth", "page_limit", "size_limit", "time_limit", "scope_type", "include", "exclude",
-    "workers", "scale", "dedup", "qa", "host_rate", *BROWSER_OPTIONS,
+    "workers", "scale", "dedup", "qa", "host_rate", "sitemap", "sitemap_since", *BROWSER_OPTIONS,
 )
+MAX_SEED_FILE = 4 * 2**20  # bytes: MAX_SEEDS long URLs fit
 
 
 class Command(ArchiverCommand):
     help = "Queue a crawl of one or more seed URLs; prints the new crawl's id."
 
     def add_arguments(self, parser):
-        parser.add_argument("urls", nargs="+", metavar="URL", help="http:// or https:// seed URLs")
+        parser.add_argument("urls", nargs="*", metavar="URL",
+                            help="http:// or https:// seed URLs (or --seed-file)")
         add_crawl_arguments(parser, dedup_default="off for a one-off crawl")
         parser.add_argument("--extra-hops", type=int_arg, default=0, help="hops beyond the scope")
         parser.add_argument("--user-agent", metavar="UA")
         parser.add_argument("--use-robots", action="store_true", help="obey robots.txt")
         parser.add_argument("--json", action="store_true", help="print the crawl as JSON")
 
-    def run(self, *, urls, org, tags, json, **options):
+    def run(self, *, urls, org, tags, json, seed_file, **options):
         config = parse_crawl_config({
-            "seeds": urls,
+            "seeds": seeds_given(urls, seed_file),
             **{name: options[name] for name in (*CRAWL_OPTIONS, "extra_hops", "user_agent", "use_robots")},
         })
         crawl = actions.add(find_org(org), config, tags)
@@ -77,6 +79,15 @@ def add_crawl_arguments(parser, dedup_default: str) -> None:
     parser.add_argument("--host-rate", type=arg_type(requests_per_second), metavar="PER_SECOND",
                         help="requests per second to one host, every crawl of it together "
                              "(default: ARCHIVER_HOST_RATE; 0: no limit; archiver's crawler only)")
+    parser.add_argument("--seed-file", metavar="PATH",
+                        help="more seeds: a file of URLs, one a line (# comments and blank lines skipped)")
+    parser.add_argument("--sitemap", nargs="?", const="auto", metavar="URL",
+                        help="queue the pages of this sitemap, or (no URL) of the sitemaps robots.txt "
+                             "names, else /sitemap.xml; indexes and gzip are read")
+    parser.add_argument("--sitemap-since", metavar="DATE",
+                        help="only sitemap pages whose lastmod is from DATE (2026-05-01, "
+                             "2026-05-01T10:00:00Z) or 'last': the start of the last complete crawl of "
+                             "the same seeds")
     add_browser_arguments(parser)
     parser.add_argument("--org", default="default", metavar="SLUG")
     parser.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG")
@@ -100,6 +111,25 @@ def add_browser_arguments(parser) -> None:
     group.add_argument("--lang", metavar="CODE",
                        help="the browser's language, a two-letter ISO 639-1 code such as de")
     group.add_argument("--profile", metavar="NAME", help="a browser profile of the org (archiver profile add)")
+
+
+def seeds_given(urls: list[str], seed_file: str | None) -> list[str]:
+    """The URLs on the command line, then those of --seed-file (read here, bounded: the
+    crawl stores its seeds, so the file is not needed once it is added)."""
+    seeds = list(urls)
+    if seed_file:
+        try:
+            with open(seed_file, "rb") as file:
+                data = file.read(MAX_SEED_FILE + 1)
+        except OSError as exc:
+            raise CommandError(f"--seed-file {seed_file}: {exc.strerror}") from None
+        if len(data) > MAX_SEED_FILE:
+            raise CommandError(f"--seed-file {seed_file}: larger than {MAX_SEED_FILE // 2**20} MiB")
+        lines = (line.strip() for line in data.decode("utf-8", errors="replace").splitlines())
+        seeds += [line for line in lines if line and not line.startswith("#")]
+    if not seeds:
+        raise CommandError("no seeds: a URL or --seed-file is required")
+    return seeds
 
 
 def find_org(slug: str) -> Org:

@@ -16,7 +16,12 @@ from crawls.cli import (
     parse_crawl_config,
 )
 from crawls.lease import db_now
-from crawls.management.commands.add import CRAWL_OPTIONS, add_crawl_arguments, find_org
+from crawls.management.commands.add import (
+    CRAWL_OPTIONS,
+    add_crawl_arguments,
+    find_org,
+    seeds_given,
+)
 from crawls.models import Schedule
 from crawls.rules import shown
 from crawls.validation import check_cron_text
@@ -30,7 +35,7 @@ class Command(ArchiverCommand):
                                         metavar="{add,list,enable,disable,watch,remove}")
         adder = actions.add_parser("add", help="schedule a crawl of these seeds")
         adder.add_argument("cron", metavar="CRON", help="e.g. '0 3 * * *' (quote it)")
-        adder.add_argument("urls", nargs="+", metavar="URL")
+        adder.add_argument("urls", nargs="*", metavar="URL", help="seed URLs (or --seed-file)")
         add_crawl_arguments(adder, dedup_default="on for a schedule's crawls")
         add_watch_arguments(adder)
         lister = actions.add_parser("list", help="schedules with their next run and last crawl")
@@ -50,9 +55,9 @@ class Command(ArchiverCommand):
             check_schedule_id(options["id"])
         getattr(self, f"do_{action}")(**options)
 
-    def do_add(self, *, cron, urls, org, tags, **options):
+    def do_add(self, *, cron, urls, org, tags, seed_file, **options):
         cron = check_cron_text(cron)
-        config = parse_crawl_config({"seeds": urls, **{name: options[name] for name in CRAWL_OPTIONS}})
+        config = parse_crawl_config({"seeds": seeds_given(urls, seed_file), **{name: options[name] for name in CRAWL_OPTIONS}})
         watch = watch_from(options)
         now = db_now()
         schedule = schedules.create_schedule(find_org(org), cron, config, check_tags(tags), now=now)

@@ -1,0 +1,21 @@
+"""`sitemap` and `sitemap_since` through the API: POST /crawls and POST /schedules carry them
+(as `archiver add --sitemap --sitemap-since`), refused in the CLI's words when wrong."""
+
+from __future__ import annotations
+
+from crawls.models import Crawl, Schedule
+
+
+def test_sitemap_fields_are_carried_by_crawls_and_schedules(api_db, client):
+    body = {"seeds": ["https://example.com/"], "sitemap": "https://example.com/sitemap.xml",
+            "sitemap_since": "2026-05-01T10:00:00Z"}
+    created = client.post("/api/v1/crawls", json=body)
+    assert created.status_code == 201, created.text
+    assert Crawl.objects.get().config["sitemap_since"] == "2026-05-01T10:00:00Z"
+    assert created.json()["config"]["sitemap"] == "https://example.com/sitemap.xml"
+    bad = client.post("/api/v1/crawls", json={**body, "sitemap_since": "soon"})
+    assert bad.status_code == 422 and "sitemap_since" in bad.json()["message"]
+    schedule = client.post("/api/v1/schedules", json={"cron": "0 3 * * *", "seeds": ["https://example.com/"],
+                                                      "sitemap": "auto", "sitemap_since": "last"})
+    assert schedule.status_code == 201, schedule.text
+    assert Schedule.objects.get().config["sitemap_since"] == "last"
