@@ -136,7 +136,7 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
         if config.browser is not None:
             from archiver_crawler.browser.loader import BrowserPageLoader  # browser mode only
 
-            loader = BrowserPageLoader(config, policy)
+            loader = BrowserPageLoader(config, policy, fetcher=fetcher)
             loader.engine.exchanger.budget = fetcher.budget
             await loader.start()
         if children:

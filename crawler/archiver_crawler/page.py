@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urljoin, urlsplit
 
-from archiver_crawler.dedup import Kept
+from archiver_crawler.dedup import Kept, KnownPayloads
 from archiver_crawler.fetch import Fetched, Fetcher
 from archiver_crawler.links import extract_html
 
@@ -50,6 +50,17 @@ class PageResult:
     not_modified: Kept | None = None
 
 
+def not_modified(fetched: Fetched, url: str, known: KnownPayloads | None) -> PageResult | None:
+    """A 304 to a conditional GET of `url`: the page as the org kept it (None for any other
+    answer). It has no body to read links from: its links and requisites are the org's kept
+    URLs of its host, handed on once (KnownPayloads.kept_urls)."""
+    kept = known.kept(url) if known is not None and fetched.status == 304 else None
+    if kept is None:
+        return None
+    pages, others = known.kept_urls(urlsplit(url).netloc)
+    return PageResult(fetched, links=pages, requisites=others, not_modified=kept)
+
+
 class PageLoader(Protocol):
     async def load(self, url: str) -> PageResult:
         """Load `url`; raise fetch.FetchError when no HTTP response came (the page fails)."""
@@ -66,11 +77,9 @@ class HttpPageLoader:
         location = fetched.header("location") if fetched.status in REDIRECTS else None
         if location:
             return PageResult(fetched, redirect=urljoin(url, location))
-        if fetched.status == 304 and self.fetcher.known is not None:
-            kept = self.fetcher.known.kept(url)
-            if kept is not None:
-                pages, others = self.fetcher.known.kept_urls(urlsplit(url).netloc)
-                return PageResult(fetched, links=pages, requisites=others, not_modified=kept)
+        unchanged = not_modified(fetched, url, self.fetcher.known)
+        if unchanged is not None:
+            return unchanged
         if fetched.mime in HTML_TYPES:
             extracted = extract_html(fetched.decoded_body(), url)
             return PageResult(fetched, extracted.title, extracted.text, PARSED,

@@ -11,6 +11,8 @@ import json
 import time
 import zipfile
 
+import pytest
+from archiver_crawler.browser import find_chromium
 from archiver_crawler.cli import run_instance
 from archiver_crawler.config import parse_args
 from archiver_crawler.dedup import NOT_MODIFIED_PROFILE, Kept, parse_kept
@@ -104,6 +106,26 @@ def test_a_recrawl_of_an_unchanged_site_is_answered_304_and_kept_as_revisits(r, 
     assert listed[site.url] == {**listed[site.url], "status": 200, "mime": "text/html",
                                 "notModified": True}
     assert "notModified" not in listed[changed]
+
+
+@pytest.mark.skipif(find_chromium() is None, reason="needs a Chromium")
+def test_a_browser_mode_recrawl_asks_for_kept_pages_conditionally(r, redis_url, tmp_path):
+    with serve_conditional(pages=8) as site:
+        first = crawl(redis_url, tmp_path / "one", "cb1", site.url)
+        hand_validators(r, "cb2", index(first / "coll.wacz"))
+        site.change("/cond/p2.html", int(time.time()))
+        site.reset_counts()
+        second = crawl(redis_url, tmp_path / "two", "cb2", site.url, "--dedup", "--browser",
+                       "--pageLoadTimeout", "20")
+    # The unchanged pages are 304s to the crawler's own GET and never load in Chromium; the
+    # changed one is asked for conditionally, then loaded by the browser.
+    assert all(site.conditional[p] == 1 for p in site.pages), site.conditional
+    assert site.gets["/cond/p2.html"] == 2 and site.not_modified["/cond/p2.html"] == 0
+    lines = index(second / "coll.wacz")
+    revisited = {e["url"] for e in lines if e.get("mime") == "warc/revisit"}
+    assert revisited == {site.root + p for p in site.pages if p != "/cond/p2.html"} | {
+        site.root + "/cond/style.css"}
+    assert wacz_validate(second / "coll.wacz").returncode == 0
 
 
 def test_without_dedup_no_request_is_conditional(r, redis_url, tmp_path):

@@ -17,9 +17,9 @@ from archiver_crawler.browser.process import Limits
 from archiver_crawler.browser.records import write_capture
 from archiver_crawler.config import BROWSER_BEHAVIORS, CrawlConfig
 from archiver_crawler.errors import CrawlerError, ExitCode
-from archiver_crawler.fetch import Fetched, FetchError, FetchRefused
+from archiver_crawler.fetch import Fetched, Fetcher, FetchError, FetchRefused
 from archiver_crawler.netpolicy import AddressPolicy
-from archiver_crawler.page import PageResult
+from archiver_crawler.page import PageResult, not_modified
 from archiver_crawler.scope import normalize_url
 
 
@@ -45,8 +45,9 @@ class BrowserPageLoader:
     """One Chromium for the instance (started by `start()`), `--workers` tabs at once."""
 
     def __init__(self, config: CrawlConfig, policy: AddressPolicy,
-                 engine: BrowserEngine | None = None):
+                 engine: BrowserEngine | None = None, fetcher: Fetcher | None = None):
         self.engine = engine or BrowserEngine(policy, engine_options(config))
+        self.fetcher = fetcher  # for a deduplicating crawl's conditional GETs of kept pages
         self.text_to_pages = "to-pages" in config.browser.text
         self.text_to_warc = bool(config.browser.text)
 
@@ -61,6 +62,9 @@ class BrowserPageLoader:
         await self.engine.close()
 
     async def load(self, url: str) -> PageResult:
+        unchanged = await self._not_modified(url)
+        if unchanged is not None:
+            return unchanged
         try:
             capture = await self.engine.capture(url)
         except BrowserUnavailable as exc:
@@ -81,3 +85,13 @@ class BrowserPageLoader:
             links=links, text=capture.text if self.text_to_pages else "",
             final_url=capture.final_url, loaded=loaded,
             archive=partial(write_capture, capture=capture, text=self.text_to_warc))
+
+    async def _not_modified(self, url: str) -> PageResult | None:
+        """A page the org kept with validators is first asked for by the crawler, with them:
+        Chromium cannot be handed a 304 (it has no kept body to show), but a 304 needs no
+        browser at all. Any other answer is dropped and the page loads in Chromium (its
+        document downloaded a second time: only a changed page's)."""
+        known = self.fetcher.known if self.fetcher is not None else None
+        if known is None or known.kept(url) is None:
+            return None
+        return not_modified(await self.fetcher.fetch(url), url, known)
