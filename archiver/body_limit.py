@@ -3,13 +3,17 @@ anything reads them: a JSON error in the API's shape under /api/, a line of plai
 elsewhere (the admin). Left to Django, reading one raised RequestDataTooBig inside the API's
 views, answered as a 500 with a traceback in the log (issue 36).
 
-archiver takes no file uploads over HTTP, so no body is legitimately larger. A body sent
-without Content-Length (chunked) is not read by Django at all."""
+The one file upload, an archive to import (POST /api/v1/imports), is let through: its view
+bounds the body by its own limits before reading it, a chunk at a time into a file
+(crawls/api/routes_imports.py). No other body is legitimately larger. A body sent without
+Content-Length (chunked) is not read by Django at all."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
+
+UPLOAD_PATH = "/api/v1/imports"  # crawls/api/routes_imports.py
 
 
 class BodySizeLimit:
@@ -18,12 +22,16 @@ class BodySizeLimit:
 
     def __call__(self, request):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if limit is not None and _content_length(request) > limit:
+        if limit is not None and _content_length(request) > limit and not _upload(request):
             message = f"the request body is too large: at most {limit} bytes"
             if request.path.startswith("/api/"):
                 return JsonResponse({"code": "too_large", "message": message}, status=413)
             return HttpResponse(f"{message}\n", status=413, content_type="text/plain; charset=utf-8")
         return self.get_response(request)
+
+
+def _upload(request) -> bool:
+    return request.method == "POST" and request.path == UPLOAD_PATH
 
 
 def _content_length(request) -> int:

@@ -10,6 +10,7 @@ from crawls.api import (
     routes_collections,
     routes_crawls,
     routes_files,
+    routes_imports,
     routes_orgs,
     routes_schedules,
     routes_search,
@@ -29,7 +30,7 @@ api = NinjaAPI(
     openapi_url="/openapi.json",
 )
 install_handlers(api)
-for module in (routes_crawls, routes_files, routes_orgs, routes_schedules, routes_webhooks,
+for module in (routes_crawls, routes_files, routes_imports, routes_orgs, routes_schedules, routes_webhooks,
                routes_search):
     api.add_router("/", module.router)
 api.add_router("/", routes_collections.router)
