@@ -104,3 +104,26 @@ def test_a_page_not_modified_is_searchable_by_the_kept_pages_text(conf_data_dir)
     rows = list(kept_rows(second_file, unchanged))
     assert [(url, title, text) for url, title, text, _ in rows] == [("http://x/a", "Kept", "kept words")]
     assert rows[0][3].year == 2026
+
+
+def test_indexing_a_recrawl_gives_its_304_pages_the_kept_text(conf_data_dir):
+    """index_file whole: its copy of the page rows, then the kept rows (PostgreSQL runs no
+    query while it copies)."""
+    import datetime as dt
+
+    from crawls.models import PageText
+    from runner.indexing import index_file
+
+    first, second = finished_crawl(), finished_crawl()
+    pages = [{"format": "json-pages-1.0"},
+             {"url": "http://x/a", "ts": "2026-01-02T03:04:05Z", "status": 200, "notModified": True},
+             {"url": "http://x/b", "title": "Fresh", "text": "new words"}]
+    work = conf_data_dir / "work" / second.pk / "collections" / "coll" / "pages"
+    work.mkdir(parents=True)
+    (work / "pages.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pages))
+    first_file = kept_wacz(conf_data_dir, first, {"http://x/a": b"a"}, name="one")
+    second_file = kept_wacz(conf_data_dir, second, {"http://x/b": b"b"})
+    PageText.objects.add(first.pk, first_file.pk, [("http://x/a", "Kept", "kept words", None)])
+    assert index_file(conf_data_dir, second_file, dt.datetime.now(dt.UTC)) == 2
+    assert sorted(PageText.objects.filter(file=second_file).values_list("url", "title", "text")) == [
+        ("http://x/a", "Kept", "kept words"), ("http://x/b", "Fresh", "new words")]
