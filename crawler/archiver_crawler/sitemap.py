@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 MAX_SITEMAP_BYTES = 50 * 2**20  # the protocol's own bound for one file, uncompressed
 MAX_SITEMAPS = 100  # files read per crawl: an index and its sitemaps
 MAX_SITEMAP_URLS = 500_000  # URLs taken from all sitemaps of a crawl
+# The crawl's own log (`<id>:e`, cli.RedisErrorBuffer) shows these warnings to its owner.
+CRAWL_LOG = {"context": "sitemap", "crawl_log": True}
 MAX_LOC = 2048  # the protocol's bound for a <loc>; longer ones are skipped
 REDIRECTS = 5
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
@@ -251,12 +253,13 @@ class SitemapReader:
             seen.add(url)
             if self.read_count >= MAX_SITEMAPS:
                 logger.warning("sitemap %s not read: %d sitemaps read already, the most a crawl "
-                               "reads", url, MAX_SITEMAPS)
+                               "reads", url, MAX_SITEMAPS, extra=CRAWL_LOG)
                 break
             try:
                 sitemap = await self.read(url)
             except SitemapRefused as exc:
-                logger.warning("sitemap %s refused: %s; the crawl goes on without it", url, exc)
+                logger.warning("sitemap %s not read: %s; the crawl goes on without it", url, exc,
+                               extra=CRAWL_LOG)
                 continue
             fresh = [entry.url for entry in sitemap.entries if self.fresh(entry)]
             if sitemap.is_index:
@@ -321,8 +324,8 @@ async def queue_sitemap_pages(frontier) -> None:
         why = literal_refused(frontier.fetcher, url)
         (refused if why else allowed).append(why or url)
     if refused:
-        logger.warning("%d URL(s) listed in sitemaps refused by the crawl address policy "
-                       "(the first: %s)", len(refused), refused[0])
+        logger.warning("%d URL(s) listed in sitemaps not queued; the first was %s", len(refused),
+                       refused[0], extra=CRAWL_LOG)
     entries, out_of_scope = await frontier.listed(allowed)
     queued = 0
     for start in range(0, len(entries), 1000):

@@ -4,6 +4,7 @@ queued from them, and the hostile sitemaps refused while the crawl goes on."""
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from datetime import UTC, datetime
 
@@ -154,7 +155,7 @@ def test_sitemap_from_date_queues_only_pages_modified_since(crawl):
     assert site.requests["/site/old.html"] == 0
 
 
-def test_hostile_sitemaps_are_refused_with_their_reason_and_the_crawl_goes_on(crawl, caplog):
+def test_hostile_sitemaps_are_refused_with_their_reason_and_the_crawl_goes_on(spawn, r):
     bomb = gzip.compress(b"\0" * (MAX_SITEMAP_BYTES + 1), compresslevel=1)
     extra = {"/site/good.html": page("Good"), "/maps/index.xml": Response(content_type=XML),
              "/maps/good.xml": Response(content_type=XML),
@@ -168,15 +169,19 @@ def test_hostile_sitemaps_are_refused_with_their_reason_and_the_crawl_goes_on(cr
         extra["/maps/far.xml"].body = urlset(("http://169.254.169.254/latest/meta-data/", None),
                                              ("http://10.255.1.2/page.html", None))
         extra["/maps/good.xml"].body = urlset((site.root + "/site/good.html", None))
-        code, coll = crawl(site.url, "--sitemap", site.root + "/maps/index.xml", "--depth", "0",
-                           "--scopeType", "any")
-    assert code == 0
-    assert coll.page_urls == {site.url, site.root + "/site/good.html"}
-    log = caplog.text
-    assert "bomb.xml.gz refused: decompresses to more than 50 MiB" in log
-    assert "laughs.xml refused: has a DTD" in log
-    assert "http://10.255.1.2/sitemap.xml refused: refused by the crawl address policy" in log
-    assert "2 URL(s) listed in sitemaps refused by the crawl address policy" in log
+        crawler = spawn(site.url, "--sitemap", site.root + "/maps/index.xml", "--depth", "0",
+                        "--scopeType", "any", "--logErrorsToRedis")
+        assert crawler.wait() == 0, crawler.stderr
+    assert crawler.collection.page_urls == {site.url, site.root + "/site/good.html"}
+    # The crawl's own log (what its owner sees) has every refusal, once.
+    said = [json.loads(line)["message"] for line in r.lrange("crawl1:e", 0, -1)]
+    assert len(said) == 4, said
+    log = "\n".join(said)
+    assert "bomb.xml.gz not read: decompresses to more than 50 MiB (a decompression bomb?)" in log
+    assert "laughs.xml not read: has a DTD" in log
+    assert "http://10.255.1.2/sitemap.xml not read: refused by the crawl address policy: 10.255.1.2" in log
+    assert ("2 URL(s) listed in sitemaps not queued; the first was refused by the crawl address "
+            "policy: 169.254.169.254 is a link-local address") in log
 
 
 def test_every_url_of_a_seed_file_is_crawled(crawl, tmp_path):
