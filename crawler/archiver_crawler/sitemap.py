@@ -31,6 +31,7 @@ MAX_SITEMAPS = 100  # files read per crawl: an index and its sitemaps
 MAX_SITEMAP_URLS = 500_000  # URLs taken from all sitemaps of a crawl
 # The crawl's own log (`<id>:e`, cli.RedisErrorBuffer) shows these warnings to its owner.
 CRAWL_LOG = {"context": "sitemap", "crawl_log": True}
+CLAIM_SECONDS = 900  # how long one instance may take to read a crawl's sitemaps
 MAX_LOC = 2048  # the protocol's bound for a <loc>; longer ones are skipped
 REDIRECTS = 5
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
@@ -316,6 +317,13 @@ async def queue_sitemap_pages(frontier) -> None:
     config, state = frontier.config, frontier.state
     done = f"{config.crawl_id}:sitemapDone"
     if config.sitemap is None or await state.redis.exists(done):
+        return
+    # One instance of a scaled crawl reads them; its claim lapses if it dies for good, so a
+    # relaunch (the same instance, or another once it lapsed) reads them again.
+    claim = f"{config.crawl_id}:sitemapClaim"
+    if not (await state.redis.set(claim, state.instance_id, nx=True, ex=CLAIM_SECONDS)
+            or await state.redis.get(claim) == state.instance_id):
+        logger.info("another instance reads the sitemaps")
         return
     reader = SitemapReader(frontier.fetcher, config.sitemap_from)
     urls = await reader.listed_urls(await reader.find(config.sitemap, [s.url for s in config.seeds]))

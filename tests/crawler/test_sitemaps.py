@@ -125,6 +125,20 @@ def test_a_page_linked_from_nowhere_but_the_sitemap_is_archived(crawl):
     assert site.expected_pages("prefix") <= coll.page_urls
 
 
+def test_sitemaps_are_read_once_per_crawl_by_one_instance(crawl, r):
+    extra = {"/site/orphan.html": page("Orphan"), "/sitemap.xml": Response(content_type=XML)}
+    with serve_site(extra=extra) as site:
+        extra["/sitemap.xml"].body = urlset((site.root + "/site/orphan.html", None))
+        r.set("crawl1:sitemapClaim", "crawl-crawl1-1")  # another instance is reading them
+        _, coll = crawl(site.url, "--sitemap", "--depth", "0")
+        assert coll.page_urls == {site.url} and site.requests["/sitemap.xml"] == 0
+        r.delete("crawl1:sitemapClaim", "crawl1:status", "crawl1:s")
+        crawl(site.url, "--sitemap", "--depth", "0")
+        r.delete("crawl1:status", "crawl1:s")
+        crawl(site.url, "--sitemap", "--depth", "0", instance="crawl-crawl1-1")
+    assert site.requests["/sitemap.xml"] == 1 and r.exists("crawl1:sitemapDone")
+
+
 def test_sitemaps_named_by_robots_txt_are_found_through_gzipped_indexes(crawl):
     extra = {"/site/orphan.html": page("Orphan"),
              "/robots.txt": Response(body=b"User-agent: *\nSitemap: /maps/index.xml.gz\n",
