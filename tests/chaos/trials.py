@@ -235,3 +235,23 @@ def stop_without_database_trial(root: Path, cluster, signum: int = signal.SIGTER
         return {"exit_code": code, "stop_seconds": round(time.monotonic() - started, 2),
                 "tracebacks": trial.tracebacks(), "log": log,
                 "outage_lines": outage_lines(trial)}
+
+
+ADOPTION_KEYS = ("incomplete", "pages_twice", "pages_missing", "archives_unrecorded",
+                 "files_missing", "wacz_invalid", "tracebacks")
+
+
+def check_adoption(result: dict) -> None:
+    """What tests/chaos/test_adoption*.py assert of adoption_trial's result."""
+    counts = {key: result[key] for key in ADOPTION_KEYS}
+    assert counts == dict.fromkeys(ADOPTION_KEYS, 0), result
+    assert result["adopted"] >= 1, result  # the trial did what it is about
+
+
+def check_two_runners(result: dict, crawls: int = 30) -> None:
+    """What tests/chaos/test_two_runners.py and test_two_hosts_bucket.py assert."""
+    counts = {key: result[key] for key in ("incomplete", "crawled_twice", "pages_twice",
+                                           "archives_unrecorded", "pages_missing",
+                                           "files_missing", "wacz_invalid")}
+    assert counts == dict.fromkeys(counts, 0), result
+    assert result["crawls"] == crawls

@@ -1,0 +1,20 @@
+"""test_two_runners.py's trial on two hosts that share a bucket."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tests.chaos.trials import check_two_runners, two_runner_trial
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+
+def test_two_hosts_sharing_a_bucket_and_a_kill_9_of_one_lose_and_repeat_nothing(chaos_root,
+                                                                               postgres_url):
+    """The two-host set-up: every archive goes to one S3 bucket (moto's server), uploaded by
+    the crawlers and recorded by whichever runner holds the crawl."""
+    result = two_runner_trial(chaos_root, postgres_url, crawls=30, pages=4, timeout=60,
+                              rng=random.Random(14), webhook_wait=10, bucket=True)
+    check_two_runners(result)
