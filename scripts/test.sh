@@ -9,7 +9,8 @@
 # pytest runs in parallel workers (pytest-xdist): most of the suite waits on crawls, daemons,
 # Chromium and Docker rather than computing, so more workers than cores pay. Each test file
 # runs whole on one worker (--dist loadfile: a file's tests share its fixtures and may share
-# an engine-wide resource, e.g. the swarm's node). At the end it prints the 25 slowest tests
+# an engine-wide resource, e.g. the swarm's node), the costliest files first
+# (tests/costly_files.txt). At the end it prints the 25 slowest tests, the 10 costliest files
 # and how long each phase took. Arguments given are passed on after these defaults, so
 # `-n 0` runs in one process and `-n 2` with two workers.
 #
@@ -132,10 +133,14 @@ main() {
     fi
 
     phase "tests"
-    local rc=0
-    "$VENV/bin/python" -m pytest -n "${ARCHIVER_TEST_WORKERS:-4}" --dist loadfile --durations=25 \
-        "$@" || rc=$?
+    local rc=0 junit
+    junit=$(mktemp /tmp/archiver-junit.XXXXXX)
+    "$VENV/bin/python" -m pytest -n "${ARCHIVER_TEST_WORKERS:-4}" --dist loadfile \
+        --no-loadscope-reorder --durations=25 --junitxml="$junit" "$@" || rc=$?
     phase ""
+    # Refresh the suite's order after a whole run: python -m tests.costs JUNIT --write
+    [[ -s $junit ]] && "$VENV/bin/python" -m tests.costs "$junit" >&2 || true
+    rm -f "$junit"
     say "timings: $(IFS=,; echo "${TIMINGS[*]}" | sed 's/,/, /g')"
     return "$rc"
 }

@@ -156,3 +156,13 @@ def log_in_staff(client, db):
         return user
 
     return log_in
+
+
+def pytest_collection_modifyitems(config, items):
+    """The costliest files first (tests/costly_files.txt, from tests/costs.py): pytest-xdist
+    hands files out in this order (scripts/test.sh turns off its own reordering by test count,
+    which put the few-test, minutes-long chaos trials last, to run alone at the end)."""
+    from tests.costs import listed
+
+    rank = {path: index for index, path in enumerate(listed())}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
