@@ -47,7 +47,8 @@ class Inflated:
         self.most = min(limits.file_bytes, size * INFLATION + SLACK) if gzipped else size
         self.stop, self.deadline = limits.stop, time.monotonic() + SECONDS
         self.inflater = zlib.decompressobj(31) if gzipped else None
-        self.buffer, self.taken, self.fed, self.size = b"", 0, False, size
+        self.buffer, self.pending, self.taken, self.produced = b"", b"", 0, 0
+        self.fed, self.size = False, size
 
     def read(self, n: int) -> bytes:
         while len(self.buffer) < n and self.fill():
@@ -63,40 +64,43 @@ class Inflated:
         return self.read(end + 1 if end >= 0 else most)
 
     def fill(self) -> bool:
-        """More decompressed bytes in the buffer: whether there were any."""
+        """Up to CHUNK more decompressed bytes in the buffer: whether there was progress.
+        Input is inflated a bounded piece at a time, so a bomb is refused after `most`
+        bytes and never holds more than a few MiB in memory."""
         if self.stop is not None and self.stop.is_set():
             raise Refused("archiver is stopping")
         if time.monotonic() > self.deadline:
             raise Refused(f"reading it took over {SECONDS:g}s")
-        chunk = self.source.read(min(CHUNK, self.left)) if self.left else b""
-        self.left -= len(chunk)
+        if not self.pending:
+            self.pending = self.source.read(min(CHUNK, self.left)) if self.left else b""
+            self.left -= len(self.pending)
+            if not self.pending:
+                if self.fed:
+                    raise Refused("its gzip is cut short (the last member does not end)")
+                return False
         if self.inflater is None:
-            self.buffer += chunk
-            return bool(chunk)
-        if not chunk:
-            if self.fed:
-                raise Refused("its gzip is cut short (the last member does not end)")
-            return False
-        self.inflate(chunk)
+            data, self.pending = self.pending, b""
+        else:
+            data = self.inflate()
+        self.produced += len(data)
+        if self.produced > self.most:
+            raise Refused(f"it inflates to over {self.most} bytes (a gzip bomb?)")
+        self.buffer += data
         return True
 
-    def inflate(self, chunk: bytes) -> None:
-        """Each gzip member in turn, a bounded piece at a time: a bomb is refused after
-        `most` bytes, not after it filled memory."""
+    def inflate(self) -> bytes:
         try:
-            while chunk:
-                self.fed = True
-                self.buffer += self.inflater.decompress(chunk, CHUNK)
-                if self.taken + len(self.buffer) > self.most:
-                    raise Refused(f"it inflates to over {self.most} bytes (a gzip bomb?)")
-                if self.inflater.eof:  # a member ends; the next one starts in what is left
-                    chunk, self.fed = self.inflater.unused_data, False
-                    self.inflater = zlib.decompressobj(31)
-                else:
-                    chunk = self.inflater.unconsumed_tail
+            self.fed = True
+            data = self.inflater.decompress(self.pending, CHUNK)
         except zlib.error as exc:
             raise Refused(f"its gzip is damaged near byte {self.size - self.left} "
                           f"({exc})") from None
+        if self.inflater.eof:  # a member ends; the next one starts in what is left
+            self.pending, self.fed = self.inflater.unused_data, False
+            self.inflater = zlib.decompressobj(31)
+        else:
+            self.pending = self.inflater.unconsumed_tail
+        return data
 
 
 def rechunk(source: BinaryIO, size: int, gzipped: bool, out: BinaryIO, limits: Limits) -> int:

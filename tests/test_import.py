@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import subprocess
+import sys
 import threading
 import zipfile
 import zlib
@@ -26,6 +27,7 @@ from crawls.models import Crawl, CrawlFile, CrawlOrigin, Org, PayloadDigest, Sna
 from runner import indexing
 from tests import bombs
 
+WACZ = str(Path(sys.executable).parent / "wacz")  # py-wacz's command
 pytestmark = pytest.mark.django_db
 
 PAGES = {
@@ -97,7 +99,7 @@ def test_a_warc_written_by_wget_is_imported_searchable_and_deduplicated(conf_dat
     (row,) = kept_and_indexed(conf_data_dir, crawl)
     assert (conf_data_dir / row.path).is_file()
     assert zipfile.ZipFile(conf_data_dir / row.path).testzip() is None
-    subprocess.run([".venv/bin/wacz", "validate", "-f", str(conf_data_dir / row.path)],
+    subprocess.run([WACZ, "validate", "-f", str(conf_data_dir / row.path)],
                    check=True, timeout=60, capture_output=True)
     pages = dict(Snapshot.objects.filter(crawl=crawl).values_list("url", "title"))
     assert pages == {url: "Harbour notes", url.replace("index", "tide"): "Tide tables of eleventy"}
@@ -114,7 +116,7 @@ def test_a_wacz_written_by_py_wacz_is_imported_with_its_page_list(conf_data_dir,
     with site(tmp_path / "site", "marmalade") as url:
         warc = wget_warc(url, tmp_path)
     wacz = tmp_path / "made.wacz"
-    subprocess.run([".venv/bin/wacz", "create", "--detect-pages", "--text", "-o", str(wacz),
+    subprocess.run([WACZ, "create", "--detect-pages", "--text", "-o", str(wacz),
                     str(warc)], check=True, timeout=60, capture_output=True)
     crawl = imported(wacz)
     (row,) = kept_and_indexed(conf_data_dir, crawl)
