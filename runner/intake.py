@@ -40,7 +40,7 @@ from django.db import transaction
 
 from archiver.conf import Settings
 from archiver.errors import ArchiverError
-from crawls import provenance
+from crawls import provenance, wacz_auth
 from crawls.config import CrawlConfig, human_size
 from crawls.models import Crawl, CrawlFile, CrawlOrigin, CrawlStatus, Org
 from crawls.models.crawl import new_id
@@ -97,7 +97,7 @@ def import_archives(settings: Settings, org: Org, paths: list[Path], now: dt.dat
         staged: list[Staged] = []
         for n, path in enumerate(paths, 1):
             try:
-                staged += stage(path, staging, f"{crawl_id}-import-{n}", limits)
+                staged += stage(settings, path, staging, f"{crawl_id}-import-{n}", limits)
             except (archive.Refused, OSError) as exc:
                 raise ImportRefused(f"{path}: {exc}") from None
         check_quota(org, sum(item.size for item in staged))
@@ -129,7 +129,8 @@ def check_quota(org: Org, size: int) -> None:
             f"{human_size(org.storage_quota_bytes)} used, and the import needs {human_size(size)}")
 
 
-def stage(path: Path, staging: Path, prefix: str, limits: archive.Limits) -> list[Staged]:
+def stage(settings: Settings, path: Path, staging: Path, prefix: str,
+          limits: archive.Limits) -> list[Staged]:
     """The WACZs `path` becomes, written and checked in `staging`."""
     with open(path, "rb", buffering=0) as source:  # unbuffered: zip reads move its offset
         st = os.fstat(source.fileno())
@@ -138,8 +139,8 @@ def stage(path: Path, staging: Path, prefix: str, limits: archive.Limits) -> lis
         if kind is None:
             raise archive.Refused("not a WARC, WARC.gz or WACZ (by its first bytes)")
         if kind != "wacz":
-            return [stage_warc(source, st.st_size, kind == "warc.gz", staging, prefix, str(path),
-                               limits)]
+            return [stage_warc(settings, source, st.st_size, kind == "warc.gz", staging, prefix,
+                               str(path), limits)]
         names = intake_wacz.member_names(source.fileno(), st.st_size, limits)
         if not intake_wacz.is_multi(names):
             source.seek(0)
@@ -172,8 +173,8 @@ def measured(staging: Path, item: Staged) -> Staged:
     return item
 
 
-def stage_warc(source, size: int, gzipped: bool, staging: Path, prefix: str, given: str,
-               limits: archive.Limits) -> Staged:
+def stage_warc(settings: Settings, source, size: int, gzipped: bool, staging: Path,
+               prefix: str, given: str, limits: archive.Limits) -> Staged:
     """A WARC rewritten one record a member, its pages found, packaged as <prefix>.wacz."""
     from archiver_crawler.wacz import build_wacz  # the crawler's packaging, as its crawls get
     from archiver_crawler.warc import sidecar_index_path
@@ -190,7 +191,8 @@ def stage_warc(source, size: int, gzipped: bool, staging: Path, prefix: str, giv
     sidecar.write_text("".join(line + "\n" for line in index), encoding="utf-8")
     (collection / "pages" / "pages.jsonl").write_text(
         "".join(line + "\n" for line in intake_warc.page_lines(pages)), encoding="utf-8")
-    built = build_wacz(collection, prefix, pages[0]["url"] if pages else None)
+    built = build_wacz(collection, prefix, pages[0]["url"] if pages else None,
+                       sign_env=wacz_auth.crawler_env(settings))
     if built is None:
         raise archive.Refused("no WACZ could be made of it")
     os.replace(built, staging / f"{prefix}.wacz")

@@ -152,13 +152,13 @@ def _whole_lines(path: Path) -> bytes:
     return b"".join(whole)
 
 
-def _digest(package_bytes: bytes, created: str, software: str) -> str:
+def _digest(package_bytes: bytes, created: str, software: str, env=None) -> str:
     """datapackage-digest.json, signed (archiver_crawler/signing.py) when the environment
-    says how. An archive that cannot be signed is still written, unsigned, and that is said:
+    (`env`, default the process's) says how. An archive that cannot be signed is still written, unsigned, and that is said:
     its pages matter more than its signature."""
     digest = {"path": "datapackage.json", "hash": "sha256:" + hashlib.sha256(package_bytes).hexdigest()}
     try:
-        signed = signed_data(digest["hash"], created, software)
+        signed = signed_data(digest["hash"], created, software, env)
     except (SigningFailed, ImportError) as exc:
         logger.error("the archive is not signed: %s", exc)
         signed = None
@@ -167,8 +167,10 @@ def _digest(package_bytes: bytes, created: str, software: str) -> str:
     return json.dumps(digest, indent=2)
 
 
-def build_wacz(collection_dir: Path, collection: str, main_page: str | None = None) -> Path | None:
+def build_wacz(collection_dir: Path, collection: str, main_page: str | None = None,
+               sign_env: dict[str, str] | None = None) -> Path | None:
     """Write `<collection>.wacz` (atomically replacing the previous one); None if nothing to pack.
+    `sign_env`: how to sign it, when not the process's environment (archiver's imports).
 
     Instances sharing the directory may still append to their WARC and to pages.jsonl: each
     file goes in as it was when its size was read, so hashes, index and content agree.
@@ -218,7 +220,7 @@ def build_wacz(collection_dir: Path, collection: str, main_page: str | None = No
                 package["relation"] = {"requires": requires}
             package_bytes = json.dumps(package, indent=2).encode()
             zf.writestr("datapackage.json", package_bytes, compress_type=zipfile.ZIP_STORED)
-            zf.writestr("datapackage-digest.json", _digest(package_bytes, created, software),
+            zf.writestr("datapackage-digest.json", _digest(package_bytes, created, software, sign_env),
                         compress_type=zipfile.ZIP_STORED)
         os.replace(partial, target)
     logger.info("wrote %s from %d WARC file(s)", target, len(warcs))
