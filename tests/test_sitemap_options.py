@@ -4,6 +4,7 @@ handed to the crawler under its own option names (sitemap, sitemapFromDate)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 
 import pytest
@@ -11,7 +12,7 @@ from django.core.management import CommandError, call_command
 
 from crawls.admin.forms import CrawlConfigForm
 from crawls.config import CrawlConfig
-from crawls.models import Crawl, Schedule
+from crawls.models import Crawl, CrawlStatus, Schedule, Snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -91,3 +92,13 @@ def test_a_stored_crawl_without_sitemap_options_reads_as_before():
         "seeds": ["https://example.com/"], "scope_type": "prefix", "depth": -1, "extra_hops": 0,
         "page_limit": None, "size_limit": None, "time_limit": None, "include": [], "exclude": [],
         "workers": 1, "scale": 1, "user_agent": None, "use_robots": False}
+
+
+def test_a_retry_of_failed_pages_reads_no_sitemap():
+    crawl = add("https://example.com/", "--sitemap", "--sitemap-since", "last")
+    Crawl.objects.filter(pk=crawl.pk).update(status=CrawlStatus.COMPLETE)
+    crawl.refresh_from_db()
+    Snapshot.objects.create(crawl=crawl, url="https://example.com/broken", status="failed")
+    crawl.retry_failed_pages(dt.datetime.now(dt.UTC))
+    handed = crawl.launch_config().crawler_config(None)
+    assert handed["seeds"] == ["https://example.com/broken"] and "sitemap" not in handed
