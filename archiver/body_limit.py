@@ -3,9 +3,9 @@ anything reads them: a JSON error in the API's shape under /api/, a line of plai
 elsewhere (the admin). Left to Django, reading one raised RequestDataTooBig inside the API's
 views, answered as a 500 with a traceback in the log (issue 36).
 
-The one file upload, an archive to import (POST /api/v1/imports), is let through: its view
-bounds the body by its own limits before reading it, a chunk at a time into a file
-(crawls/api/routes_imports.py). No other body is legitimately larger. A body sent without
+The one file upload, an archive to import (POST /api/v1/imports, and the admin's import
+page), is let through: its view bounds the body by its own limits before reading it, into
+a file (crawls/api/routes_imports.py, crawls/admin/imports.py). No other body is legitimately larger. A body sent without
 Content-Length (chunked) is not read by Django at all."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 
-UPLOAD_PATH = "/api/v1/imports"  # crawls/api/routes_imports.py
+# Archives to import: crawls/api/routes_imports.py, crawls/admin/imports.py
+UPLOAD_PATHS = ("/api/v1/imports", "/admin/crawls/crawl/import/")
 
 
 class BodySizeLimit:
@@ -31,7 +32,7 @@ class BodySizeLimit:
 
 
 def _upload(request) -> bool:
-    return request.method == "POST" and request.path == UPLOAD_PATH
+    return request.method == "POST" and request.path in UPLOAD_PATHS
 
 
 def _content_length(request) -> int:

@@ -23,6 +23,7 @@ from archiver.errors import ActionRefused
 from crawls import actions, provenance
 from crawls.admin.diff import diff_page
 from crawls.admin.forms import TagsField
+from crawls.admin.imports import import_page
 from crawls.admin.qa import qa_page, qa_shot
 from crawls.admin.views import (
     ACTIONS,
@@ -267,6 +268,7 @@ class CrawlAdmin(admin.ModelAdmin):
 
         return [
             path("live.json", view(live), name="crawls_crawl_live"),
+            path("import/", view(import_page), name="crawls_crawl_import"),
             path("<str:pk>/press/<str:button>/", view(press), name="crawls_crawl_press"),
             path("<str:pk>/files/<int:file_pk>/<str:name>", view(download),
                  name="crawls_crawl_download"),
