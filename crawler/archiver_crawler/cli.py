@@ -27,6 +27,7 @@ from archiver_crawler.fetch import Fetcher
 from archiver_crawler.hosts import HostBudget
 from archiver_crawler.journal import journaled_urls
 from archiver_crawler.netpolicy import AddressPolicy
+from archiver_crawler.seedfile import add_online_seeds
 from archiver_crawler.state import CrawlState
 from archiver_crawler.warc import iso_now
 
@@ -133,6 +134,7 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
     flusher = asyncio.create_task(_flush_errors(state, errors, flushing)) if errors else None
     loader = None
     try:
+        await add_online_seeds(config, state.redis, fetcher)
         if config.browser is not None:
             from archiver_crawler.browser.loader import BrowserPageLoader  # browser mode only
 

@@ -108,6 +108,7 @@ class CrawlConfig:
     # --sitemap: a sitemap's URL, or "auto" (robots.txt's, else /sitemap.xml); None: none read.
     sitemap: str | None = None
     sitemap_from: datetime | None = None  # --sitemapFromDate: only URLs with a lastmod since
+    seed_file_url: str | None = None  # --seedFile URL: more seeds, read at start (seedfile.py)
 
     @property
     def collection_dir(self) -> Path:
@@ -279,6 +280,7 @@ def _build_config(o: dict[str, Any], env: dict[str, str]) -> CrawlConfig:
         dedup=bool(o.get("dedup", False)),
         **host_options(o),
         **sitemap_options(o),
+        seed_file_url=str(o["seedFile"]) if _online(o.get("seedFile")) else None,
     )
 
 
@@ -364,10 +366,10 @@ def _browser(o: dict[str, Any]) -> BrowserConfig | None:
 
 def _seeds(o: dict[str, Any]) -> list[SeedSpec]:
     seeds = [_seed_spec(s) for s in _as_list(o.get("seeds"), "seeds")]
-    if o.get("seedFile"):
+    if o.get("seedFile") and not _online(o["seedFile"]):
         seeds += [SeedSpec(url=line) for line in _read_seed_file(o["seedFile"])
                   if line and not line.startswith("#")]
-    if not seeds:
+    if not seeds and not _online(o.get("seedFile")):
         raise ConfigError("no seeds: give --seeds/--url, --seedFile or `seeds` in the config file")
     for seed in seeds:
         _check_url(seed.url)
@@ -414,6 +416,11 @@ def _as_list(value: Any, name: str) -> list:
     if isinstance(value, list):
         return value
     raise ConfigError(f"`{name}` must be a string or a list")
+
+
+def _online(seed_file: Any) -> bool:
+    """Whether --seedFile names a URL (read at start, seedfile.py) rather than a path."""
+    return isinstance(seed_file, str) and seed_file.startswith(("http://", "https://"))
 
 
 def _read_seed_file(path: str) -> list[str]:

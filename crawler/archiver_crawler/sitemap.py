@@ -237,7 +237,7 @@ class SitemapReader:
         for origin in dict.fromkeys(_origin(url) for url in seeds):
             listed = []
             try:
-                body = await self._get(origin + "/robots.txt")
+                body = await self.get(origin + "/robots.txt")
                 listed = robots_sitemaps(body[:MAX_SITEMAP_BYTES], origin)
             except SitemapRefused as exc:
                 logger.info("no robots.txt for %s (%s); trying /sitemap.xml", origin, exc)
@@ -273,9 +273,9 @@ class SitemapReader:
 
     async def read(self, url: str) -> Sitemap:
         self.read_count += 1
-        return parse(await self._get(url))
+        return parse(await self.get(url))
 
-    async def _get(self, url: str) -> bytes:
+    async def get(self, url: str) -> bytes:
         """The body of a 200 answer to `url`, unpacked; redirects followed hop by hop, each
         hop judged by the address policy (Fetcher.fetch)."""
         for _ in range(REDIRECTS + 1):

@@ -207,3 +207,23 @@ def test_every_url_of_a_seed_file_is_crawled(crawl, tmp_path):
     assert code == 0
     assert coll.page_urls == {site.url, site.root + "/site/a.html", site.root + "/other/page.html",
                               site.root + "/site/b1.html"}
+
+
+def test_a_seed_file_given_as_a_url_is_read_once_and_its_urls_crawled(crawl, r):
+    extra = {"/seeds.txt": Response(content_type="text/plain")}
+    with serve_site(extra=extra) as site:
+        extra["/seeds.txt"].body = (f"# seeds\n{site.root}/site/a.html\nnot a url\n"
+                                    f"{site.root}/site/b1.html\n").encode()
+        code, coll = crawl(site.url, "--seedFile", site.root + "/seeds.txt", "--depth", "0")
+        assert code == 0
+        assert coll.page_urls == {site.url, site.root + "/site/a.html", site.root + "/site/b1.html"}
+        assert r.lrange("crawl1:seedFile", 0, -1) == [site.root + "/site/a.html", site.root + "/site/b1.html"]
+        r.delete("crawl1:status")
+        crawl(site.url, "--seedFile", site.root + "/seeds.txt", "--depth", "0")  # a relaunch
+    assert site.requests["/seeds.txt"] == 1
+
+
+def test_a_seed_file_url_the_address_policy_refuses_is_an_invalid_config(crawl):
+    # run_instance raises it; the process's exit code for it is 4 (ConfigError.exit_code).
+    with pytest.raises(ConfigError, match="seeds.txt not read: refused by the crawl address policy"):
+        crawl("http://127.0.0.1:9/", "--seedFile", "http://10.255.1.2/seeds.txt")
