@@ -50,6 +50,7 @@ from runner.ingest import snapshot_from, upsert
 log = logging.getLogger(__name__)
 
 IMPORTS = "imports"  # data_dir/imports/<crawl>/: an import's work, removed when it ends
+ABANDONED = dt.timedelta(days=1)
 KINDS = {b"PK\x03\x04": "wacz", b"\x1f\x8b": "warc.gz", b"WARC/": "warc"}
 
 
@@ -93,6 +94,7 @@ def import_archives(settings: Settings, org: Org, paths: list[Path], now: dt.dat
     crawl_id = new_id()
     staging = settings.data_dir / IMPORTS / crawl_id
     staging.mkdir(mode=0o700, parents=True)
+    forget_abandoned(staging.parent, now)
     try:
         staged: list[Staged] = []
         for n, path in enumerate(paths, 1):
@@ -104,6 +106,19 @@ def import_archives(settings: Settings, org: Org, paths: list[Path], now: dt.dat
         return commit(settings, org, crawl_id, staging, staged, now)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def forget_abandoned(folder: Path, now: dt.datetime) -> None:
+    """What imports killed mid-way (a crash, SIGKILL) left in imports/: anything untouched
+    for ABANDONED. An import under way touches its folder far more often than that."""
+    for entry in folder.iterdir():
+        age = now.timestamp() - entry.lstat().st_mtime
+        if age > ABANDONED.total_seconds():
+            log.warning("removing %s, left by an import that did not finish", entry)
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
 
 
 def measure(path: Path, limits: archive.Limits) -> int:

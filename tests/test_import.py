@@ -254,3 +254,23 @@ def test_a_multi_wacz_becomes_one_item_with_each_of_its_waczs(conf_data_dir, tmp
     crawl = imported(multi)
     assert sorted(f.sha256 for f in crawl.files.all()) == sorted(
         hashlib.sha256(data).hexdigest() for data in parts.values())
+
+
+def test_what_a_killed_import_left_is_removed_by_the_next_one(conf_data_dir, tmp_path):
+    import os
+    import time
+
+    left = conf_data_dir / "imports" / ("0" * 32)
+    (left / "half").mkdir(parents=True)
+    (left / "half" / "a.warc.gz").write_bytes(b"half")
+    upload = conf_data_dir / "imports" / "upload-1"
+    upload.write_bytes(b"half")
+    recent = conf_data_dir / "imports" / "upload-2"  # another import's, under way
+    recent.write_bytes(b"under way")
+    day_ago = time.time() - 2 * 86400
+    for path in (left, upload):
+        os.utime(path, (day_ago, day_ago))
+    warc = tmp_path / "a.warc"
+    warc.write_bytes(warc_record(b"fine"))
+    imported(warc)
+    assert sorted(p.name for p in (conf_data_dir / "imports").iterdir()) == ["upload-2"]
