@@ -33,8 +33,11 @@ import os
 import shutil
 import stat
 import threading
+import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from django.db import transaction
 
@@ -161,11 +164,15 @@ def stage(settings: Settings, path: Path, staging: Path, prefix: str,
             source.seek(0)
             with open_new(staging / f"{prefix}.wacz") as copy:
                 shutil.copyfileobj(source, copy, archive.CHUNK)
-            return [checked(staging, f"{prefix}.wacz", str(path), limits)]
+            items = [checked(staging, f"{prefix}.wacz", str(path), limits)]
+            return [item if item.pages or item.signed else repackaged(settings, staging, item, limits)
+                    for item in items]
         with archive.folder(staging.parent, staging.name) as folder:
             parts = intake_wacz.unpack_multi(source.fileno(), st.st_size, names, folder, prefix,
                                              limits)
-    return [checked(staging, name, f"{path} ({name})", limits) for name in parts]
+    items = [checked(staging, name, f"{path} ({name})", limits) for name in parts]
+    return [item if item.pages or item.signed else repackaged(settings, staging, item, limits)
+            for item in items]
 
 
 def open_new(path: Path):
@@ -191,28 +198,62 @@ def measured(staging: Path, item: Staged) -> Staged:
 def stage_warc(settings: Settings, source, size: int, gzipped: bool, staging: Path,
                prefix: str, given: str, limits: archive.Limits) -> Staged:
     """A WARC rewritten one record a member, its pages found, packaged as <prefix>.wacz."""
+    return package(settings, iter([(source, size, gzipped)]), staging, prefix, given, limits)
+
+
+def package(settings: Settings, warcs: Iterator[tuple[BinaryIO, int, bool]], staging: Path,
+            prefix: str, given: str, limits: archive.Limits) -> Staged:
+    """WARCs (stream, size, gzipped) rewritten one record a member, their pages found and
+    indexed, packaged by the crawler's build_wacz as <prefix>.wacz in `staging`."""
     from archiver_crawler.wacz import build_wacz  # the crawler's packaging, as its crawls get
     from archiver_crawler.warc import sidecar_index_path
 
     collection = staging / prefix
     (collection / "archive").mkdir(parents=True)
     (collection / "pages").mkdir()
-    warc = collection / "archive" / f"{prefix}.warc.gz"
-    with open_new(warc) as out:
-        intake_warc.rechunk(source, size, gzipped, out, limits)
-    pages, index = intake_warc.find_pages(warc, limits)
-    sidecar = sidecar_index_path(warc)  # the index build_wacz takes, as a crawler leaves it
-    sidecar.parent.mkdir()
-    sidecar.write_text("".join(line + "\n" for line in index), encoding="utf-8")
+    (collection / "warc-cdxj").mkdir()
+    pages: dict[str, dict] = {}
+    for n, (source, size, gzipped) in enumerate(warcs, 1):
+        warc = collection / "archive" / f"{prefix}-{n}.warc.gz"
+        with open_new(warc) as out:
+            intake_warc.rechunk(source, size, gzipped, out, limits)
+        found, index = intake_warc.find_pages(warc, limits)
+        for page in found:
+            pages.setdefault(page["url"], page)
+        # The index build_wacz takes, as a crawler leaves it beside its WARC.
+        sidecar_index_path(warc).write_text("".join(line + "\n" for line in index),
+                                            encoding="utf-8")
+    listed = list(pages.values())
     (collection / "pages" / "pages.jsonl").write_text(
-        "".join(line + "\n" for line in intake_warc.page_lines(pages)), encoding="utf-8")
-    built = build_wacz(collection, prefix, pages[0]["url"] if pages else None,
+        "".join(line + "\n" for line in intake_warc.page_lines(listed)), encoding="utf-8")
+    built = build_wacz(collection, prefix, listed[0]["url"] if listed else None,
                        sign_env=wacz_auth.crawler_env(settings))
     if built is None:
         raise archive.Refused("no WACZ could be made of it")
     os.replace(built, staging / f"{prefix}.wacz")
     shutil.rmtree(collection)
-    return measured(staging, Staged(f"{prefix}.wacz", given, pages))
+    return measured(staging, Staged(f"{prefix}.wacz", given, listed))
+
+
+def repackaged(settings: Settings, staging: Path, item: Staged, limits: archive.Limits) -> Staged:
+    """An unsigned WACZ that lists no page, packaged again from its WARCs, so that its pages
+    are found in its records (HTML 200 responses) with their text for search, as a WARC's
+    are. A signed one is kept as it is: its signature matters more."""
+    prefix = item.name.removesuffix(".wacz")
+    return package(settings, wacz_warcs(staging / item.name), staging, prefix, item.source,
+                   limits)
+
+
+def wacz_warcs(path: Path) -> Iterator[tuple[BinaryIO, int, bool]]:
+    """The WARCs of a checked WACZ (its archive/ members), each open while it is taken."""
+    try:
+        with open(path, "rb") as fh, zipfile.ZipFile(fh) as wacz:
+            for info in wacz.infolist():
+                if info.filename.startswith("archive/") and not info.is_dir():
+                    with wacz.open(info) as stream:
+                        yield stream, info.file_size, stream.peek(2)[:2] == b"\x1f\x8b"
+    except intake_wacz.ZIP_ERRORS as exc:
+        raise archive.Refused(f"not a readable zip ({exc})") from None
 
 
 def commit(settings: Settings, org: Org, crawl_id: str, staging: Path, staged: list[Staged],

@@ -274,3 +274,18 @@ def test_what_a_killed_import_left_is_removed_by_the_next_one(conf_data_dir, tmp
     warc.write_bytes(warc_record(b"fine"))
     imported(warc)
     assert sorted(p.name for p in (conf_data_dir / "imports").iterdir()) == ["upload-2"]
+
+
+def test_a_wacz_listing_no_page_has_its_pages_found_in_its_records(conf_data_dir, tmp_path):
+    with site(tmp_path / "site", "quayside") as url:
+        warc = wget_warc(url, tmp_path)
+    wacz = tmp_path / "bare.wacz"
+    subprocess.run([WACZ, "create", "-o", str(wacz), str(warc)], check=True, timeout=60,
+                   capture_output=True)
+    with zipfile.ZipFile(wacz) as zf:
+        assert not [n for n in zf.namelist() if n.startswith("pages/") and zf.read(n).count(b"\n") > 1]
+    crawl = imported(wacz)
+    kept_and_indexed(conf_data_dir, crawl)
+    tide = url.replace("index", "tide")
+    assert set(Snapshot.objects.filter(crawl=crawl).values_list("url", flat=True)) == {url, tide}
+    assert [hit.url for hit in search.search("ferryman quayside")] == [tide]
