@@ -59,6 +59,7 @@ OPTION_FOR_FIELD = {
     "dedup": "--dedup",
     "qa": "--qa",
     "sitemap": "--sitemap",
+    "seed_file": "--seed-file",
     "sitemap_since": "--sitemap-since",
     "scope_type": "--scope",
     "browser": "--browser",

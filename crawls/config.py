@@ -267,6 +267,9 @@ class CrawlConfig(BaseModel):
     sitemap: StrictStr | None = Field(
         default=None, max_length=2048,
         description='"auto" (the sitemaps robots.txt names, else /sitemap.xml) or a sitemap URL')
+    seed_file: StrictStr | None = Field(
+        default=None, max_length=2048,
+        description="a URL of more seeds, one a line, that the crawler reads when it starts")
     sitemap_since: StrictStr | None = Field(
         default=None, max_length=64,
         description='only sitemap URLs with a lastmod from then: a W3C date (2026-05-01, '
@@ -279,7 +282,8 @@ class CrawlConfig(BaseModel):
         data = handler(self)
         return {key: value for key, value in data.items()
                 if (key not in BROWSER_FLAGS or given(value))
-                and not (key in ("dedup", "browser", "sitemap", "sitemap_since") and value is None)
+                and not (key in ("dedup", "browser", "sitemap", "sitemap_since", "seed_file")
+                         and value is None)
                 and not (key == "qa" and not value)
                 and not (key == "host_rate" and value is None)}
 
@@ -348,10 +352,10 @@ class CrawlConfig(BaseModel):
             seeds = [check_seed_address(url, allow) for url in seeds]
         return seeds
 
-    @field_validator("sitemap")
+    @field_validator("sitemap", "seed_file")
     @classmethod
     def _sitemap(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is None or value == "auto":
+        if value is None or (value == "auto" and info.field_name == "sitemap"):
             return value
         url = check_url(value)
         if info.context is not None:  # new input: the address policy, as for seeds
@@ -437,6 +441,8 @@ class CrawlConfig(BaseModel):
             config["sitemap"] = True if self.sitemap == "auto" else self.sitemap
         if self.sitemap_since and self.sitemap_since != "last":  # "last": runner/launch.py
             config["sitemapFromDate"] = self.sitemap_since
+        if self.seed_file:
+            config["seedFile"] = self.seed_file
         from archiver import conf  # here only: the rest of this module needs no settings
 
         allow = conf.get().crawl_allow_networks

@@ -102,3 +102,14 @@ def test_a_retry_of_failed_pages_reads_no_sitemap():
     crawl.retry_failed_pages(dt.datetime.now(dt.UTC))
     handed = crawl.launch_config().crawler_config(None)
     assert handed["seeds"] == ["https://example.com/broken"] and "sitemap" not in handed
+
+
+def test_a_seed_file_url_is_handed_to_the_crawler_not_read_here(tmp_path):
+    crawl = add("https://example.com/", "--seed-file", "https://example.com/seeds.txt")
+    assert crawl.seeds == ["https://example.com/"]
+    assert crawl.crawl_config.crawler_config(None)["seedFile"] == "https://example.com/seeds.txt"
+    with pytest.raises(CommandError, match="adds to the seeds: give at least one URL"):
+        add("--seed-file", "https://example.com/seeds.txt")
+    with pytest.raises(CommandError, match="--seed-file: .*169.254.169.254 is a link-local address"):
+        add("https://example.com/", "--seed-file", "http://169.254.169.254/seeds.txt")
+    assert "seed_file" not in add("https://example.com/").config

@@ -30,9 +30,9 @@ BROWSER_FIELDS = ("browser", "behaviors", "page_load_timeout", "post_load_delay"
 BROWSER_CHOICES = {"auto": None, "on": True, "off": False}
 CONFIG_FIELDS = ("seeds", "scope_type", "depth", "extra_hops", "page_limit", "size_limit",
                  "time_limit", "include", "exclude", "workers", "scale", "user_agent", "use_robots",
-                 "dedup", "qa", "host_rate", "sitemap", "sitemap_since", *BROWSER_FIELDS)
+                 "dedup", "qa", "host_rate", "sitemap", "sitemap_since", "seed_file", *BROWSER_FIELDS)
 TEXT_FIELDS = ("user_agent", "behaviors", "wait_until", "screenshot", "lang", "profile", "sitemap",
-               "sitemap_since")  # "" = not set
+               "sitemap_since", "seed_file")  # "" = not set
 
 
 class ParsedField(forms.CharField):
@@ -154,6 +154,9 @@ class CrawlConfigForm(forms.Form):
     sitemap = forms.CharField(required=False, widget=forms.TextInput(attrs={"size": 80}),
                               help_text="Also crawl the pages a sitemap lists: its URL, or auto (those "
                                         "robots.txt names, else /sitemap.xml); empty = none.")
+    seed_file = forms.CharField(required=False, label="Seed file", widget=forms.TextInput(attrs={"size": 80}),
+                                help_text="More seeds: the URL of a file of URLs, one a line, that the "
+                                          "crawler reads when it starts; empty = none.")
     sitemap_since = forms.CharField(required=False, label="Sitemap since",
                                     help_text="Only sitemap pages whose lastmod is from then: a date "
                                               "(2026-05-01) or last (the start of the last complete "

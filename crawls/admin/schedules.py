@@ -27,7 +27,7 @@ class ScheduleAdmin(PlainTitles, admin.ModelAdmin):
         ("Crawl", {"fields": ("seeds", "scope_type", "depth", "extra_hops", "page_limit",
                               "size_limit", "time_limit", "include", "exclude", "workers",
                               "scale", "user_agent", "use_robots", "dedup", "qa", "host_rate", "sitemap",
-                              "sitemap_since")}),
+                              "sitemap_since", "seed_file")}),
         ("Browser", {"fields": BROWSER_FIELDS, "classes": ("collapse",)}),
         ("Change alerts", {"fields": ("watch_what", "watch_urls", "watch_selector")}),
         ("State", {"fields": ("retry_at", "last_crawl", "created_at")}),

@@ -164,6 +164,7 @@ OPTION_WORDS = {
     "lang": ("language", str),
     "host_rate": ("host rate", lambda value: f"{value:g} requests a second to one host"),
     "sitemap": ("sitemap", lambda value: "found through robots.txt" if value == "auto" else value),
+    "seed_file": ("more seeds from", str),
     "sitemap_since": ("sitemap pages modified since",
                       lambda value: "the last complete crawl" if value == "last" else value),
 }

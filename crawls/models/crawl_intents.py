@@ -135,7 +135,7 @@ class UserIntents:
             override = {
                 "seeds": urls, "scope_type": "page", "depth": 0, "extra_hops": 0,
                 "page_limit": len(urls), "size_limit": None, "time_limit": None,
-                "sitemap": None, "sitemap_since": None,  # the failed pages only
+                "sitemap": None, "sitemap_since": None, "seed_file": None,  # the failed pages only
             }
             if not self._transition(
                 "retry_failed_pages", now, event="crawl.queued",

@@ -19,3 +19,12 @@ def test_sitemap_fields_are_carried_by_crawls_and_schedules(api_db, client):
                                                       "sitemap": "auto", "sitemap_since": "last"})
     assert schedule.status_code == 201, schedule.text
     assert Schedule.objects.get().config["sitemap_since"] == "last"
+
+
+def test_a_seed_file_url_is_carried_and_judged_by_the_address_policy(api_db, client):
+    body = {"seeds": ["https://example.com/"], "seed_file": "https://example.com/seeds.txt"}
+    created = client.post("/api/v1/crawls", json=body)
+    assert created.status_code == 201, created.text
+    assert created.json()["config"]["seed_file"] == "https://example.com/seeds.txt"
+    refused = client.post("/api/v1/crawls", json={**body, "seed_file": "http://169.254.169.254/s.txt"})
+    assert refused.status_code == 422 and "169.254.169.254" in refused.json()["message"]

@@ -45,7 +45,7 @@ class Command(ArchiverCommand):
 
     def run(self, *, urls, org, tags, json, seed_file, **options):
         config = parse_crawl_config({
-            "seeds": seeds_given(urls, seed_file),
+            **seeds_given(urls, seed_file),
             **{name: options[name] for name in (*CRAWL_OPTIONS, "extra_hops", "user_agent", "use_robots")},
         })
         crawl = actions.add(find_org(org), config, tags)
@@ -79,8 +79,9 @@ def add_crawl_arguments(parser, dedup_default: str) -> None:
     parser.add_argument("--host-rate", type=arg_type(requests_per_second), metavar="PER_SECOND",
                         help="requests per second to one host, every crawl of it together "
                              "(default: ARCHIVER_HOST_RATE; 0: no limit; archiver's crawler only)")
-    parser.add_argument("--seed-file", metavar="PATH",
-                        help="more seeds: a file of URLs, one a line (# comments and blank lines skipped)")
+    parser.add_argument("--seed-file", metavar="PATH|URL",
+                        help="more seeds, one a line (# comments and blank lines skipped): a file, read "
+                             "now, or a URL, read by the crawler when it starts")
     parser.add_argument("--sitemap", nargs="?", const="auto", metavar="URL",
                         help="queue the pages of this sitemap, or (no URL) of the sitemaps robots.txt "
                              "names, else /sitemap.xml; indexes and gzip are read")
@@ -113,10 +114,15 @@ def add_browser_arguments(parser) -> None:
     group.add_argument("--profile", metavar="NAME", help="a browser profile of the org (archiver profile add)")
 
 
-def seeds_given(urls: list[str], seed_file: str | None) -> list[str]:
-    """The URLs on the command line, then those of --seed-file (read here, bounded: the
-    crawl stores its seeds, so the file is not needed once it is added)."""
+def seeds_given(urls: list[str], seed_file: str | None) -> dict:
+    """The config's `seeds`: the URLs on the command line, then those of a --seed-file path
+    (read here, bounded: the crawl stores its seeds, so the file is not needed once it is
+    added); or a --seed-file URL as `seed_file`, which the crawler reads (it adds to seeds)."""
     seeds = list(urls)
+    if seed_file and seed_file.startswith(("http://", "https://")):
+        if not seeds:
+            raise CommandError("a --seed-file URL adds to the seeds: give at least one URL too")
+        return {"seeds": seeds, "seed_file": seed_file}
     if seed_file:
         try:
             with open(seed_file, "rb") as file:
@@ -129,7 +135,7 @@ def seeds_given(urls: list[str], seed_file: str | None) -> list[str]:
         seeds += [line for line in lines if line and not line.startswith("#")]
     if not seeds:
         raise CommandError("no seeds: a URL or --seed-file is required")
-    return seeds
+    return {"seeds": seeds}
 
 
 def find_org(slug: str) -> Org:

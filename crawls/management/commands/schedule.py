@@ -57,7 +57,7 @@ class Command(ArchiverCommand):
 
     def do_add(self, *, cron, urls, org, tags, seed_file, **options):
         cron = check_cron_text(cron)
-        config = parse_crawl_config({"seeds": seeds_given(urls, seed_file), **{name: options[name] for name in CRAWL_OPTIONS}})
+        config = parse_crawl_config({**seeds_given(urls, seed_file), **{name: options[name] for name in CRAWL_OPTIONS}})
         watch = watch_from(options)
         now = db_now()
         schedule = schedules.create_schedule(find_org(org), cron, config, check_tags(tags), now=now)
