@@ -6,6 +6,7 @@ from django.views.generic import RedirectView
 
 from crawls.admin import collections as collections_admin
 from crawls.api.app import api, unknown_endpoint
+from crawls.metrics import metrics_view
 
 admin.site.site_header = "archiver"
 admin.site.site_title = "archiver"
@@ -16,6 +17,8 @@ urlpatterns = [
     # Browsers ask for /favicon.ico on pages that name no icon (the API's, a 404's).
     path("favicon.ico", lambda request: redirect(static("crawls/favicon.svg"))),
     path("admin/", admin.site.urls),
+    # Prometheus scrapes; behind ARCHIVER_METRICS_TOKEN (docs/metrics.md).
+    path("metrics", metrics_view),
     path("api/v1/", api.urls),
     re_path(r"^api/v1/(?P<rest>.*)$", unknown_endpoint),
     # Wayback-style addresses for staff (crawls/wayback.py): they open the crawl's Replay page.

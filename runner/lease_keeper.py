@@ -44,7 +44,7 @@ class LeaseKeeper(PollingThreads):
             return False
         now = self.rt.clock()
         renew_held(self.rt, now, self.stats)
-        RunnerRecord.objects.filter(pk=self.rt.id).update(heartbeat_at=now)
+        RunnerRecord.objects.filter(pk=self.rt.id).update(heartbeat_at=now, tick_stats=self.stats.exported())
         self.stats.write(self.stats_file)
         return False
 

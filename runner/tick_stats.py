@@ -19,6 +19,8 @@ from pathlib import Path
 SMALLEST = 0.0001  # seconds: the first bucket's upper bound
 GROWTH = 1.05
 BOUNDS = [SMALLEST * GROWTH ** k for k in range(int(math.log(3600 / SMALLEST, GROWTH)) + 2)]
+# The histogram /metrics shows (seconds): few buckets, so each runner's row stays small.
+EXPORTED_BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
 
 class TickStats:
@@ -29,6 +31,7 @@ class TickStats:
         self._counts = [0] * (len(BOUNDS) + 1)
         self.ticks = 0
         self.tick_max = 0.0
+        self.tick_sum = 0.0
         self.renewals = 0
         self.renewal_max_late: float | None = None
         self.renewals_skipped = 0
@@ -38,6 +41,7 @@ class TickStats:
             self._counts[bisect.bisect_left(BOUNDS, seconds)] += 1
             self.ticks += 1
             self.tick_max = max(self.tick_max, seconds)
+            self.tick_sum += seconds
 
     def renewed(self, late: float) -> None:
         with self._lock:
@@ -71,6 +75,20 @@ class TickStats:
             "renewals_skipped": self.renewals_skipped,
             "lease_renewal_max_late_s": None if late is None else round(late, 3),
         }
+
+    def exported(self) -> dict:
+        """Ticks so far as a Prometheus histogram: cumulative counts at EXPORTED_BOUNDS, the
+        count and the sum. A fine bucket counts under the first bound at or above its own
+        upper bound, so a tick may be shown up to one fine bucket (5 %) slower than it was."""
+        with self._lock:
+            counts, seen, fine = [], 0, 0
+            for bound in EXPORTED_BOUNDS:
+                while fine < len(BOUNDS) and BOUNDS[fine] <= bound:
+                    seen += self._counts[fine]
+                    fine += 1
+                counts.append(seen)
+            return {"bounds": list(EXPORTED_BOUNDS), "counts": counts, "count": self.ticks,
+                    "sum": round(self.tick_sum, 6)}
 
     def write(self, path: Path) -> None:
         """The snapshot as JSON, replaced whole (a reader never sees half of it)."""

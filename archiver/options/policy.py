@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 
 from archiver_crawler.netpolicy import parse_networks, split_networks
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
 
 class PolicySettings(BaseModel):
@@ -17,6 +17,9 @@ class PolicySettings(BaseModel):
     # Reverse proxies in front of the admin (addresses or CIDRs) whose X-Forwarded-For names
     # the client; from anyone else the header is ignored (crawls/admin/login.py).
     trusted_proxies: tuple[str, ...] = ()
+    # The bearer token a Prometheus scraper sends for /metrics (crawls/metrics.py); unset:
+    # /metrics answers 404. At least 16 characters: it guards a view of the whole fleet.
+    metrics_token: SecretStr | None = Field(default=None, min_length=16)
     # Requests per second to one host, every crawl and runner together (the crawler's
     # hosts.py); 0: no limit. A crawl's own host_rate replaces it; host_rates, by host
     # pattern, replace both.

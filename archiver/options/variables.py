@@ -22,6 +22,7 @@ ENV = {
     "webhook_allow_domains": "ARCHIVER_WEBHOOK_ALLOW_DOMAINS",
     "instance_id": "ARCHIVER_INSTANCE_ID",
     "trusted_proxies": "ARCHIVER_TRUSTED_PROXIES",
+    "metrics_token": "ARCHIVER_METRICS_TOKEN",
     "archive_max_bytes": "ARCHIVER_ARCHIVE_MAX_BYTES",
     "docker_timeout": "ARCHIVER_DOCKER_TIMEOUT",
     "local_crawler_command": "ARCHIVER_LOCAL_CRAWLER_COMMAND",
@@ -53,4 +54,4 @@ ENV = {
 # Their values are never repeated in an error message (nor anywhere else).
 SECRET_VARIABLES = {"ARCHIVER_STORAGE_ACCESS_KEY", "ARCHIVER_STORAGE_SECRET_KEY",
                     "ARCHIVER_STORAGE_CRAWLER_ACCESS_KEY", "ARCHIVER_STORAGE_CRAWLER_SECRET_KEY",
-                    "ARCHIVER_SIGNING_TOKEN"}
+                    "ARCHIVER_SIGNING_TOKEN", "ARCHIVER_METRICS_TOKEN"}

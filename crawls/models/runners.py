@@ -16,6 +16,10 @@ class RunnerRecord(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     heartbeat_at = models.DateTimeField(default=timezone.now)
     stopped_at = models.DateTimeField(null=True, blank=True)
+    # Written with each heartbeat (runner/tick_stats.py `exported`): the admin, another
+    # process and maybe another host, serves them at /metrics (crawls/metrics.py).
+    tick_stats = models.JSONField(default=dict, blank=True,
+                                  help_text="Its tick durations so far, as a coarse histogram.")
 
     class Meta:
         ordering = ["-started_at"]
