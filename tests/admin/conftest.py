@@ -53,8 +53,7 @@ def installation(data_dir):
     inst = Installation(data_dir)
     # Crawls of 127.0.0.1 must be allowed where an address policy applies (issue 10).
     inst.env["ARCHIVER_CRAWL_ALLOW_NETWORKS"] = "127.0.0.0/8"
-    inst.manage("migrate", "-v0")
-    inst.manage("collectstatic", "--noinput", "--clear", "-v0")
+    inst.migrate(static=True)
     inst.manage("ensureadmin")
     try:
         yield inst

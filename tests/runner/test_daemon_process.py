@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def installation(data_dir):
     inst = Installation(data_dir)
-    inst.manage("migrate", "-v0")
+    inst.migrate()
     try:
         yield inst
     finally:
@@ -100,7 +100,7 @@ def test_kill_9_of_the_daemon_with_docker_adopts_the_container_and_leaves_none(
 
     installation = Installation(data_dir, launcher="docker")
     installation.env["ARCHIVER_CRAWLER_IMAGE"] = crawler_image
-    installation.manage("migrate", "-v0")
+    installation.migrate()
     label = f"archiver.install={install_id(Settings(data_dir=data_dir))}"
     try:
         crawl_id, _ = kill_9_then_restart(installation)

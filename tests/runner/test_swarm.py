@@ -230,7 +230,7 @@ def test_kill_9_of_the_daemon_then_a_new_one_adopts_the_service_by_label_and_cra
         data_dir, swarm_client, crawler_image):
     installation = Installation(data_dir, launcher="swarm")
     installation.env.update(DOCKER_HOST=SWARM_HOST, ARCHIVER_CRAWLER_IMAGE=crawler_image)
-    installation.manage("migrate", "-v0")
+    installation.migrate()
     settings = Settings(data_dir=data_dir)
     try:
         with slow_site(pages=30, delay=0.2) as site:

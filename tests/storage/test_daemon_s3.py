@@ -29,7 +29,7 @@ PAGES = 30  # and the seed's index page
 def installation(data_dir, s3_endpoint, bucket):
     inst = Installation(data_dir)
     inst.env.update(storage_env(s3_endpoint, bucket))
-    inst.manage("migrate", "-v0")
+    inst.migrate()
     try:
         yield inst
     finally:

@@ -93,7 +93,7 @@ def test_a_crawl_keeps_its_archive_in_the_folder_and_delete_removes_it_there(fol
     inst.env["ARCHIVER_STORAGE_URL"] = str(target)
     inst.env["ARCHIVER_CRAWL_ALLOW_NETWORKS"] = "127.0.0.1/32"
     try:
-        inst.manage("migrate", "-v0")
+        inst.migrate()
         with serve_site(pages=3) as site:
             inst.start_daemon()
             crawl_id = inst.manage("add", site.url).strip()
