@@ -4,7 +4,10 @@ metric of docs/metrics.md in the Prometheus text format, scraped while a real cr
 
 from __future__ import annotations
 
+import json
+import re
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -119,3 +122,14 @@ def test_a_scrape_during_a_crawl_shows_it_running_its_pages_and_every_metric(
     assert 500 < value(families["archiver_host_pause_longest_seconds"]) <= 600
     assert value(families["archiver_runner_heartbeat_age_seconds"], runner=runner.id, stopped="false") >= 0
     assert value(families["archiver_webhook_deliveries"], status="failed") == 0
+
+
+def test_the_dashboard_and_the_doc_show_every_metric_and_no_other():
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    dashboard = json.loads((docs / "grafana-archiver.json").read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    shown = {re.sub(r"_(bucket|sum|count)$", "", name) for expr in exprs
+             for name in re.findall(r"\barchiver_[a-z_]+", expr)}
+    assert shown == EVERY_METRIC, shown ^ EVERY_METRIC
+    documented = set(re.findall(r"`(archiver_[a-z_]+)`", (docs / "metrics.md").read_text()))
+    assert documented == EVERY_METRIC, documented ^ EVERY_METRIC
