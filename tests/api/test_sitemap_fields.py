@@ -1,12 +1,13 @@
-"""`sitemap` and `sitemap_since` through the API: POST /crawls and POST /schedules carry them
-(as `archiver add --sitemap --sitemap-since`), refused in the CLI's words when wrong."""
+"""`sitemap`, `sitemap_since` and `seed_file` through the API: POST /crawls and POST /schedules
+carry them (as `archiver add --sitemap --sitemap-since --seed-file URL`), refused in the CLI's
+words when wrong."""
 
 from __future__ import annotations
 
 from crawls.models import Crawl, Schedule
 
 
-def test_sitemap_fields_are_carried_by_crawls_and_schedules(api_db, client):
+def test_sitemap_and_seed_file_fields_are_carried_by_crawls_and_schedules(api_db, client):
     body = {"seeds": ["https://example.com/"], "sitemap": "https://example.com/sitemap.xml",
             "sitemap_since": "2026-05-01T10:00:00Z"}
     created = client.post("/api/v1/crawls", json=body)
@@ -20,8 +21,7 @@ def test_sitemap_fields_are_carried_by_crawls_and_schedules(api_db, client):
     assert schedule.status_code == 201, schedule.text
     assert Schedule.objects.get().config["sitemap_since"] == "last"
 
-
-def test_a_seed_file_url_is_carried_and_judged_by_the_address_policy(api_db, client):
+    # A seed file URL, judged by the address policy as seeds are (one test: one server set-up).
     body = {"seeds": ["https://example.com/"], "seed_file": "https://example.com/seeds.txt"}
     created = client.post("/api/v1/crawls", json=body)
     assert created.status_code == 201, created.text
