@@ -31,6 +31,7 @@ from crawls.models import (
     CrawlStatus,
     DeliveryStatus,
     ExitReason,
+    Org,
     Process,
     RunnerRecord,
     WebhookDelivery,
@@ -77,14 +78,15 @@ def crawl_metrics(now: dt.datetime):
     yield GaugeMetricFamily("archiver_queue_oldest_due_age_seconds", "How long the oldest crawl due "
                             "to be taken has existed; 0 when none is due.",
                             value=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0)
-    sums = Crawl.objects.order_by().aggregate(pages=Sum("pages_done"), size=Sum("size_bytes"),
-                                              failed=Sum("pages_failed"))
+    # One pass over the crawl table: pages have no running total kept anywhere else.
+    sums = Crawl.objects.order_by().aggregate(pages=Sum("pages_done"), failed=Sum("pages_failed"))
+    kept = Org.objects.order_by().aggregate(size=Sum("bytes_stored"))["size"] or 0
     yield GaugeMetricFamily("archiver_pages_archived", "Pages done, summed over every crawl kept.",
                             value=sums["pages"] or 0)
     yield GaugeMetricFamily("archiver_pages_failed", "Pages that failed, summed over every crawl kept.",
                             value=sums["failed"] or 0)
-    yield GaugeMetricFamily("archiver_archived_bytes", "Bytes of the crawls' files (kept and in "
-                            "progress), summed over every crawl kept.", value=sums["size"] or 0)
+    yield GaugeMetricFamily("archiver_archived_bytes", "Bytes of the archive files kept, every org's "
+                            "stored bytes summed (what storage quotas count).", value=kept)
 
 
 FAILED_EXITS = (ExitReason.OOM, ExitReason.PERMANENT, ExitReason.CRASH, ExitReason.NO_PAGE,
