@@ -28,6 +28,7 @@ import contextlib
 import datetime as dt
 import errno
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -70,6 +71,7 @@ class Staged:
     source: str  # the file it came from, as given
     pages: list[dict]
     signed: bool = False
+    first_url: str = ""  # of its first record, when it lists no page
     size: int = 0
     sha256: str = ""
 
@@ -213,6 +215,7 @@ def package(settings: Settings, warcs: Iterator[tuple[BinaryIO, int, bool]], sta
     (collection / "pages").mkdir()
     (collection / "warc-cdxj").mkdir()
     pages: dict[str, dict] = {}
+    first_url = ""
     for n, (source, size, gzipped) in enumerate(warcs, 1):
         warc = collection / "archive" / f"{prefix}-{n}.warc.gz"
         with open_new(warc) as out:
@@ -220,6 +223,7 @@ def package(settings: Settings, warcs: Iterator[tuple[BinaryIO, int, bool]], sta
         found, index = intake_warc.find_pages(warc, limits)
         for page in found:
             pages.setdefault(page["url"], page)
+        first_url = first_url or (json.loads(index[0].split(" ", 2)[2])["url"] if index else "")
         # The index build_wacz takes, as a crawler leaves it beside its WARC.
         sidecar_index_path(warc).write_text("".join(line + "\n" for line in index),
                                             encoding="utf-8")
@@ -232,7 +236,7 @@ def package(settings: Settings, warcs: Iterator[tuple[BinaryIO, int, bool]], sta
         raise archive.Refused("no WACZ could be made of it")
     os.replace(built, staging / f"{prefix}.wacz")
     shutil.rmtree(collection)
-    return measured(staging, Staged(f"{prefix}.wacz", given, listed))
+    return measured(staging, Staged(f"{prefix}.wacz", given, listed, first_url=first_url))
 
 
 def repackaged(settings: Settings, staging: Path, item: Staged, limits: archive.Limits) -> Staged:
@@ -292,7 +296,9 @@ def commit(settings: Settings, org: Org, crawl_id: str, staging: Path, staged: l
 
 def create_crawl(org: Org, crawl_id: str, staged: list[Staged], now: dt.datetime) -> Crawl:
     first = next((item.pages[0].get("url") for item in staged if item.pages), None)
-    seeds = [first] if isinstance(first, str) else []
+    if not isinstance(first, str):  # no page: its first record's URL, shown where seeds are
+        first = next((item.first_url for item in staged if item.first_url), "about:blank")
+    seeds = [first]
     # Not validated: a page URL of someone else's archive need not be one archiver would crawl.
     config = CrawlConfig.model_construct(seeds=seeds).model_dump(mode="json")
     return Crawl.objects.create(

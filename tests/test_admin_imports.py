@@ -32,6 +32,10 @@ def test_an_archive_past_the_body_cap_is_imported_and_its_crawl_shown(admin_clie
     crawl = Crawl.objects.get()
     assert response.status_code == 302 and response["Location"].endswith(f"/{crawl.pk}/change/")
     assert (crawl.origin, crawl.pages_done) == (CrawlOrigin.IMPORT, 1)
+    shown = admin_client.get(response["Location"])
+    assert shown.status_code == 200 and crawl.short_id in shown.content.decode()
+    assert admin_client.get(f"/admin/crawls/crawl/{crawl.pk}/replay/?url=http://upload.test/").status_code == 200
+    assert admin_client.get("/admin/crawls/crawl/").status_code == 200
     assert list((conf_data_dir / "imports").iterdir()) == []
 
 

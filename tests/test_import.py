@@ -208,6 +208,16 @@ def test_one_bad_file_of_several_leaves_nothing_of_the_others(conf_data_dir, tmp
     assert_nothing_left(conf_data_dir)
 
 
+def test_an_import_of_records_that_are_no_page_is_listed_by_status(conf_data_dir, tmp_path):
+    path = tmp_path / "a.warc"
+    path.write_bytes(warc_record(b"no page"))
+    crawl = imported(path)
+    assert crawl.seeds == ["http://a.test/"]  # its first record's, shown where seeds are
+    out = io.StringIO()
+    call_command("status", stdout=out)
+    assert crawl.short_id in out.getvalue()
+
+
 def test_an_import_over_the_orgs_quota_is_refused(conf_data_dir, tmp_path):
     Org.objects.filter(slug="default").update(storage_quota_bytes=100)
     path = tmp_path / "a.warc"
