@@ -148,6 +148,8 @@ def assert_contained(client, service_id: str, crawl: Crawl) -> None:
     assert container["Hostname"] == hostname(crawl.pk, 0) and container["Hosts"] == ["127.0.0.1 redis"]
     assert container["Ulimits"] == [{"Name": "nofile", "Soft": 4096, "Hard": 4096}]
     assert container["User"] == "1000:1000" and "docker.sock" not in json.dumps(container["Mounts"])
+    (shm,) = [m for m in container["Mounts"] if m["Target"] == "/dev/shm"]  # 256 MiB + 128 a worker
+    assert shm["Type"] == "tmpfs" and shm["TmpfsOptions"]["SizeBytes"] == 384 * 2**20
     assert spec["Labels"]["archiver.crawl"] == crawl.pk and spec["Labels"]["archiver.instance"] == "0"
     task = newest(client.api.tasks(filters={"service": service_id}))
     pid = task["Status"]["ContainerStatus"]["PID"]
@@ -155,6 +157,8 @@ def assert_contained(client, service_id: str, crawl: Crawl) -> None:
     assert status["NoNewPrivs"].strip() == "1" and int(status["CapEff"], 16) == 0
     tmp = [line for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines() if " /tmp " in line]
     assert tmp and {"nosuid", "nodev", "noexec"} <= set(tmp[0].split()[5].split(","))
+    shm_lines = [line for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines() if " /dev/shm " in line]
+    assert shm_lines and "size=393216k" in shm_lines[-1]  # not Docker's default 64 MiB
     attrs = client.api.inspect_container(task["Status"]["ContainerStatus"]["ContainerID"])
     assert attrs["HostConfig"]["NetworkMode"] == "host"
 
