@@ -1,7 +1,7 @@
 """A recrawl deduplicates against an import (issue 43): a site on 127.0.0.1 archived by
 `wget --warc-file`, imported, its payloads indexed; archiver's crawler (a local process, the
 runner's private Redis) then crawls the unchanged site with dedup on and stores revisits for
-what the import holds, naming the import's archive as one it requires."""
+what the import holds, naming the import's archive as one it requires; `archiver diff` finds the page unchanged."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-from crawls import dedup
+from crawls import dedup, diffing
 from crawls.lease import db_now
 from crawls.models import CrawlStatus
 from runner import intake
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 
 def test_a_recrawl_deduplicates_against_an_imported_warc(make_runner, make_crawl, settings, org,
-                                                         tmp_path):
+                                                         tmp_path, monkeypatch):
     with serve_site() as site:
         warc = wget_warc(site.url, tmp_path)
         imported = intake.import_archives(settings, org, [warc], db_now())
@@ -42,3 +42,7 @@ def test_a_recrawl_deduplicates_against_an_imported_warc(make_runner, make_crawl
     with zipfile.ZipFile(settings.data_dir / second.path) as zf:
         package = json.loads(zf.read("datapackage.json"))
     assert dedup.requirement(kept) in package["relation"]["requires"]
+    # archiver diff compares the import with the recrawl as it compares two crawls
+    monkeypatch.setattr("archiver.conf.get", lambda: settings)  # where diff reads archives
+    result = diffing.compare(imported.crawl, crawl)
+    assert site.url in result.unchanged
