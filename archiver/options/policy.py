@@ -19,12 +19,19 @@ class PolicySettings(BaseModel):
     trusted_proxies: tuple[str, ...] = ()
     # The bearer token a Prometheus scraper sends for /metrics (crawls/metrics.py); unset:
     # /metrics answers 404. At least 16 characters: it guards a view of the whole fleet.
-    metrics_token: SecretStr | None = Field(default=None, min_length=16)
+    metrics_token: SecretStr | None = None
     # Requests per second to one host, every crawl and runner together (the crawler's
     # hosts.py); 0: no limit. A crawl's own host_rate replaces it; host_rates, by host
     # pattern, replace both.
     host_rate: float = Field(default=2.0, ge=0, le=1000)
     host_rates: tuple[tuple[str, float], ...] = ()
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("must be at least 16 characters (a guessable token opens the whole fleet's figures)")
+        return value
 
     @field_validator("crawl_allow_networks", mode="before")
     @classmethod

@@ -133,3 +133,12 @@ def test_the_dashboard_and_the_doc_show_every_metric_and_no_other():
     assert shown == EVERY_METRIC, shown ^ EVERY_METRIC
     documented = set(re.findall(r"`(archiver_[a-z_]+)`", (docs / "metrics.md").read_text()))
     assert documented == EVERY_METRIC, documented ^ EVERY_METRIC
+
+
+def test_a_short_token_is_refused_at_start_up_without_repeating_it():
+    from archiver.conf import from_environ
+    from archiver.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="ARCHIVER_METRICS_TOKEN: must be at least 16 characters") as caught:
+        from_environ({"ARCHIVER_METRICS_TOKEN": "short-secret"})
+    assert "short-secret" not in str(caught.value)
