@@ -146,9 +146,9 @@ def runner_metrics(now: dt.datetime):
 def redis_endpoint():
     """The Redis the runners use, as this host's settings name it (the embedded one's
     address and password are in the data dir's run/redis.json); None when unknown."""
-    from runner.redis_server import EmbeddedRedis, external
+    from runner.redis_server import EmbeddedRedis, parse_url
     settings = conf.get()
-    return external(settings.redis_url) if settings.redis_url else EmbeddedRedis(settings).recorded()
+    return parse_url(settings.redis_url) if settings.redis_url else EmbeddedRedis(settings).recorded()
 
 
 def redis_metrics(now: dt.datetime):
@@ -161,7 +161,7 @@ def redis_metrics(now: dt.datetime):
             memory = client.info("memory")
             families = [*crawl_redis_metrics(endpoint), *host_pause_metrics(client, now)]
     except Exception as exc:  # noqa: BLE001 - a scrape shows Redis down, it does not fail
-        log.warning("metrics: Redis not read (%s)", type(exc).__name__)
+        log.info("metrics: Redis not read (%s)", type(exc).__name__)  # archiver_redis_up says it
         up.add_metric([], 0)
         yield up
         return
