@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from crawls.models import Crawl
+from crawls.models import Crawl, RunnerRecord
 from runner.lease_keeper import WEDGED_AFTER, LeaseKeeper, renew_held
 from runner.state import Held
 from runner.tick_stats import TickStats
@@ -62,3 +62,21 @@ def test_a_loop_stuck_in_one_tick_is_no_longer_renewed(make_runner, fake, make_c
     keeper.pass_once(None)
 
     assert Crawl.objects.get(pk=crawl.pk).retry_at == later(settings.lease_seconds)
+
+
+@pytest.mark.django_db
+def test_each_heartbeat_carries_the_ticks_histogram_for_metrics(make_runner, fake, settings):
+    runner = make_runner(fake)
+    settings.run_dir.mkdir(parents=True, exist_ok=True)  # the daemon's start makes it
+    stats = TickStats()
+    for seconds in (0.004, 0.2, 0.2):
+        stats.tick(seconds)
+    keeper = LeaseKeeper(runner.rt, stats)
+
+    keeper.pass_once(None)
+
+    row = RunnerRecord.objects.get(pk=runner.id)
+    assert row.heartbeat_at == T0 and row.tick_stats["count"] == 3
+    counts = dict(zip(row.tick_stats["bounds"], row.tick_stats["counts"], strict=True))
+    assert (counts[0.005], counts[0.1], counts[0.25], counts[300]) == (1, 1, 3, 3)
+    assert row.tick_stats["sum"] == pytest.approx(0.404)
