@@ -15,13 +15,14 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from archiver_crawler import signing
+
+from archiver.private_files import write_private
 
 KEY_FILE = "signing-key.pem"
 KEYS_FILE = "signing-keys.txt"
@@ -39,21 +40,6 @@ PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----
 # --- the key ------------------------------------------------------------------------------
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # whatever the umask
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
 def _new_key(data_dir: Path):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -63,14 +49,14 @@ def _new_key(data_dir: Path):
                             serialization.NoEncryption())
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     _remember(data_dir, signing.public_key_b64(key))  # listed before it signs anything
-    _write_private(data_dir / KEY_FILE, pem)
+    write_private(data_dir / KEY_FILE, pem)
     return key
 
 
 def _remember(data_dir: Path, public: str) -> None:
     known = known_keys(data_dir)
     if public not in known:
-        _write_private(data_dir / KEYS_FILE, "".join(f"{k}\n" for k in [*known, public]).encode())
+        write_private(data_dir / KEYS_FILE, "".join(f"{k}\n" for k in [*known, public]).encode())
 
 
 def signing_key(data_dir: Path):

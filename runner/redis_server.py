@@ -37,6 +37,7 @@ from redis.retry import Retry
 
 from archiver.conf import Settings
 from archiver.errors import ConfigError
+from archiver.private_files import write_private
 from runner import host_keys
 
 log = logging.getLogger(__name__)
@@ -254,7 +255,7 @@ class EmbeddedRedis:
         self.state_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         config = self.dir / "redis.conf"
         # The password goes into a 0600 file, not the command line other users can read.
-        _write_private(config, "\n".join([
+        write_private(config, "\n".join([
             f"bind {' '.join(self.bind)}", f"port {port}", f"dir {self.dir}", "appendonly yes",
             "appendfsync everysec", f"databases {self.databases}", 'save ""',
             f"requirepass {password}", "logfile redis.log", "protected-mode yes",
@@ -272,7 +273,7 @@ class EmbeddedRedis:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise ConfigError(f"the embedded redis-server did not start; see {self.dir / 'redis.log'}")
             time.sleep(0.05)
-        _write_private(self.state_file, json.dumps(state))
+        write_private(self.state_file, json.dumps(state))
         log.info("started the embedded Redis (pid %s, port %s, data in %s)", self.process.pid, port, self.dir)
         return endpoint
 
@@ -352,14 +353,6 @@ def _is_redis_server(pid: int, port: int) -> bool:
     except (OSError, IndexError):
         return False
     return "redis-server" in cmdline and f":{port}" in cmdline and state != "Z"
-
-
-def _write_private(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 def connect(settings: Settings) -> tuple[RedisEndpoint, EmbeddedRedis | None]:

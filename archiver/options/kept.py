@@ -19,6 +19,7 @@ from pathlib import Path
 from archiver.errors import ConfigError
 from archiver.options.text import shown
 from archiver.options.variables import ENV, SECRET_VARIABLES
+from archiver.private_files import write_private
 
 FILE_NAME = "archiver.env"
 DATA_DIR = "ARCHIVER_DATA_DIR"
@@ -133,19 +134,7 @@ def write(data_dir: Path, values: Mapping[str, str]) -> Path:
     """Replace the file at once with these lines (0600), so no reader sees half of it."""
     path = file_in(data_dir)
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    temporary = data_dir / f".{FILE_NAME}.{os.getpid()}"
-    text = HEADER + "".join(f"{name}={value}\n" for name, value in values.items())
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # whatever the umask, and whatever mode an old temporary had
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    write_private(path, HEADER + "".join(f"{name}={value}\n" for name, value in values.items()))
     return path
 
 
