@@ -135,12 +135,16 @@ main() {
     phase "tests"
     local rc=0 junit
     junit=$(mktemp /tmp/archiver-junit.XXXXXX)
+    # The default data dir (./data) is a developer's own; tests that do not make one of their
+    # own share this one, removed after the run.
+    ARCHIVER_DATA_DIR=$(mktemp -d /tmp/archiver-test-data.XXXXXX)
+    export ARCHIVER_DATA_DIR
     "$VENV/bin/python" -m pytest -n "${ARCHIVER_TEST_WORKERS:-4}" --dist loadfile \
         --no-loadscope-reorder --durations=25 --junitxml="$junit" "$@" || rc=$?
     phase ""
     # Refresh the suite's order after a whole run: python -m tests.costs JUNIT --write
     [[ -s $junit ]] && "$VENV/bin/python" -m tests.costs "$junit" >&2 || true
-    rm -f "$junit"
+    rm -rf "$junit" "$ARCHIVER_DATA_DIR"
     say "timings: $(IFS=,; echo "${TIMINGS[*]}" | sed 's/,/, /g')"
     return "$rc"
 }
