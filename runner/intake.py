@@ -276,8 +276,7 @@ def commit(settings: Settings, org: Org, crawl_id: str, staging: Path, staged: l
                 imported.pages += add_pages(crawl, item, now)
                 if item.signed:
                     imported.signed.append(item.name)
-            Crawl.objects.filter(pk=crawl.pk).update(pages_found=imported.pages,
-                                                     pages_done=imported.pages)
+            crawl.record_imported_pages(imported.pages)
     except BaseException:
         for path in moved:
             with contextlib.suppress(OSError):

@@ -58,6 +58,11 @@ class RunnerTransitions:
         self.size_bytes = size
         return True
 
+    def record_imported_pages(self, pages: int) -> None:
+        """An import's pages: all of them archived when it is kept (runner/intake.py)."""
+        type(self).objects.filter(pk=self.pk).update(pages_found=pages, pages_done=pages)
+        self.pages_found = self.pages_done = pages
+
     def set_home(self, runner_id: str, data_dir: str, token: int) -> bool:
         """Record which runner and data dir hold this crawl's instances and files from now on."""
         if not self._rows(lease_token=token).update(home_runner=runner_id, home_dir=data_dir):
