@@ -585,7 +585,15 @@ def test_the_form_reads_values_with_the_cli_s_parsers(admin_client, org, field, 
     assert not Crawl.objects.exists()
 
 
-def test_run_again_fills_the_form_with_a_finished_crawl_s_configuration(admin_client, make_crawl, nudges):
+def test_run_again_fills_the_form_with_a_finished_crawl_s_configuration(admin_client, make_crawl, nudges,
+                                                                         monkeypatch, request):
+    from archiver import conf
+
+    # Whatever settings an earlier test on this worker left cached: the local launcher, no Chromium.
+    monkeypatch.setenv("ARCHIVER_LAUNCHER", "local")
+    monkeypatch.setenv("ARCHIVER_CHROMIUM", "none")
+    conf.get.cache_clear()
+    request.addfinalizer(conf.get.cache_clear)
     done = make_crawl(S.COMPLETE, url="https://again.example/")
     Crawl.objects.filter(pk=done.pk).update(tags=["weekly"], config={**done.config, "size_limit": 2**30})
     page = admin_client.get(reverse("admin:crawls_crawl_add"), {"from": done.pk}).content.decode()

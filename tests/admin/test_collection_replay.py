@@ -102,7 +102,8 @@ def check_download(installation, admin_url: str, session: str, collection: dict,
         meta = json.loads(zipped.read("datapackage.json"))
         assert meta["profile"] == "multi-wacz-package"
         assert sorted(r["path"] for r in meta["resources"]) == sorted(kept)
-        assert sorted(zipped.namelist()) == sorted([*kept, "datapackage.json"])
+        # The package is signed as archiver signs its archives (crawls/wacz_auth.py).
+        assert sorted(zipped.namelist()) == sorted([*kept, "datapackage.json", "datapackage-digest.json"])
         for resource in meta["resources"]:
             data = zipped.read(resource["path"])
             original, crawl_id = kept[resource["path"]]

@@ -48,9 +48,14 @@ def test_a_deduplicated_recrawl_replays_its_unchanged_page_from_the_first_archiv
             timeout=60, what="the first crawl's payloads indexed")
         second = crawled(installation, seed)
 
-    (required,) = installation.query(
-        "SELECT r.path FROM crawls_filedependency d JOIN crawls_crawlfile f ON f.id = d.file_id "
-        "JOIN crawls_crawlfile r ON r.id = d.required_id WHERE f.crawl_id = ?", second)
+    def dependencies():
+        return installation.query(
+            "SELECT r.path FROM crawls_filedependency d JOIN crawls_crawlfile f ON f.id = d.file_id "
+            "JOIN crawls_crawlfile r ON r.id = d.required_id WHERE f.crawl_id = ?", second)
+
+    # Recorded by the indexing pass, which may come a tick after the crawl ends.
+    wait_for(dependencies, timeout=60, what="the recrawl's dependency recorded")
+    (required,) = dependencies()
     assert required[0].startswith(f"archives/{first}/")
     ((path,),) = installation.query("SELECT path FROM crawls_crawlfile WHERE crawl_id = ?", second)
     with zipfile.ZipFile(installation.data_dir / path) as wacz:

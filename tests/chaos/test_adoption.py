@@ -10,7 +10,8 @@ import pytest
 
 from tests.chaos.trials import adoption_trial, check_adoption
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+# A hang guard far above the trial's time (1-2 min quiet, 5 on a busy machine).
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(900)]
 
 
 # Slow pages: the page in flight when the adopter takes over is what used to be archived twice

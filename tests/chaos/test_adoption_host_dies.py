@@ -8,7 +8,8 @@ import pytest
 
 from tests.chaos.trials import adoption_trial, check_adoption
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+# A hang guard far above the trial's time (1-2 min quiet, 5 on a busy machine).
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(900)]
 
 
 # Without the handover the host's death loses 15 pages with this faster site.

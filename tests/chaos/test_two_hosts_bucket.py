@@ -8,7 +8,8 @@ import pytest
 
 from tests.chaos.trials import check_two_runners, two_runner_trial
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+# A hang guard far above the trial's time (1-2 min quiet, 5 on a busy machine).
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(900)]
 
 
 def test_two_hosts_sharing_a_bucket_and_a_kill_9_of_one_lose_and_repeat_nothing(chaos_root,

@@ -40,6 +40,7 @@ def test_retrying_failed_pages_queues_a_new_session_of_exactly_those_pages(finis
     assert crawl.config_override == {
         "seeds": ["https://example.com/1", "https://example.com/3"], "scope_type": "page",
         "depth": 0, "extra_hops": 0, "page_limit": 2, "size_limit": None, "time_limit": None,
+        "seed_file": None, "sitemap": None, "sitemap_since": None,  # the failed pages only
     }
     session = crawl.launch_config()
     assert (session.seeds, session.scope_type, session.depth, session.exclude) == (
