@@ -122,6 +122,9 @@ def restart_under_daemon(trial: Trial, engine: PrivateEngine, ids: list[str],
 def signal_while_down(trial: Trial, engine: PrivateEngine, data_dir, ids: list[str]) -> dict:
     """Outage 2: SIGTERM to the daemon while the engine is down, timed; a new daemon started
     while it still is, then the engine."""
+    # Mid-crawl again: once the engine is back the daemon relaunches what it stopped, which
+    # on a busy machine takes longer than the first outage's `back` line.
+    wait_for(lambda: running(trial, ids) >= 1, HANG, 0.1, "a crawl running again")
     at_stop = running(trial, ids)
     daemon = data_dir.daemon
     said = len(engine_lines(trial))
