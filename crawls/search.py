@@ -279,9 +279,11 @@ class Hit:
 
 
 def search(query: str, *, org: int | None = None, crawl: str | None = None,
-           since: dt.datetime | None = None, limit: int = 20, offset: int = 0) -> list[Hit]:
+           since: dt.datetime | None = None, limit: int = 20, offset: int = 0,
+           urls: list[str] | None = None) -> list[Hit]:
     """The pages matching `query`, best first (bm25 / ts_rank_cd, the title counting more
-    than the text), narrowed to an org's id, a crawl's id, pages captured since. A query
+    than the text), narrowed to an org's id, a crawl's id, pages captured since, some URLs
+    (crawls/search_groups.py: a result's other captures). A query
     matching more than RANKED pages ranks the first RANKED its index lists (the pages
     stored first) and lists the others after them, in that order, with rank 0."""
     tree = parse(query)
@@ -293,6 +295,9 @@ def search(query: str, *, org: int | None = None, crawl: str | None = None,
         if value is not None:
             where.append(clause)
             params.append(value)
+    if urls:
+        where.append(f"p.url IN ({', '.join(['%s'] * len(urls))})")
+        params += urls
     scope = _Scope(" AND ".join(where), params, pages=len(where) > 1, crawls=org is not None)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":

@@ -7,7 +7,7 @@ import datetime as dt
 
 from ninja import Query, Router
 
-from crawls import search
+from crawls import search, search_groups
 from crawls.api import pagination
 from crawls.api.auth import caller, need, scope_org_id
 from crawls.api.errors import ERRORS, ApiError, invalid, rate_limited
@@ -34,8 +34,25 @@ class SearchHit(Out):
     rank: float
 
 
+class SearchCapture(Out):
+    crawl: str
+    org: str
+    captured_at: dt.datetime | None
+    file: str
+
+
+class SearchResult(Out):
+    url: str
+    title: str
+    snippet: str
+    snippet_html: str
+    rank: float
+    captures: list[SearchCapture]
+
+
 class SearchPage(Out):
-    items: list[SearchHit]
+    items: list[SearchHit]  # one per capture, as before `results` came (kept for old clients)
+    results: list[SearchResult]  # the items grouped by URL, each with every capture of it
     next_cursor: str | None
 
 
@@ -46,7 +63,9 @@ def search_pages(request, q: str = Query(..., max_length=search.MAX_QUERY),
                  cursor: str | None = Query(None, max_length=pagination.MAX_CURSOR)):
     """Best first. `q`: words (all must appear), `"a phrase"`, `word*`, `a OR b`, `-word` or
     `NOT word`, `( )` (docs/api.md, Search). `snippet_html` is escaped HTML whose only markup
-    is `<mark>` around the matches. An org-scoped token sees only its org's pages."""
+    is `<mark>` around the matches. `results` are the `items` grouped by URL, each listing
+    every capture of its URL that matches, newest first. An org-scoped token sees only its
+    org's pages."""
     need(request, "crawls.view_crawl")
     _count_search(request)
     offset = pagination.int_cursor(cursor) or 0
@@ -57,14 +76,15 @@ def search_pages(request, q: str = Query(..., max_length=search.MAX_QUERY),
     try:
         hits = search.search(q, org=scope_org_id(request), crawl=crawl, since=since,
                              limit=limit + 1, offset=offset)
+        more, hits = len(hits) > limit, hits[:limit]
+        results = search_groups.grouped(hits, q, org=scope_org_id(request), crawl=crawl, since=since)
     except search.QueryTooComplex as exc:
         raise ApiError(400, f"q: {exc}", code="query_too_complex") from None
     except search.QueryTooCostly as exc:
         raise ApiError(400, f"q: {exc}", code="query_too_costly") from None
     except search.QueryError as exc:
         raise invalid(f"q: {exc}") from None
-    more = len(hits) > limit
-    return {"items": [hit.as_dict() for hit in hits[:limit]],
+    return {"items": [hit.as_dict() for hit in hits], "results": [r.as_dict() for r in results],
             "next_cursor": pagination.encode(str(offset + limit)) if more else None}
 
 

@@ -31,7 +31,7 @@ def pytest_on_postgresql(tmp_path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.postgres
 def test_search_behaves_the_same_on_postgresql(tmp_path):
-    done = pytest_on_postgresql(tmp_path, "tests/search/test_search.py")
+    done = pytest_on_postgresql(tmp_path, "tests/search/test_search.py", "tests/search/test_search_groups.py")
     assert " passed" in done.stdout and "skipped" not in done.stdout
 
 

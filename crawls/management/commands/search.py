@@ -1,5 +1,6 @@
 """`archiver search QUERY [--org SLUG] [--crawl ID] [--since DATE] [--limit N] [--json]`:
-the archived pages whose title or text match, best first (crawls/search.py)."""
+the archived pages whose title or text match, best first (crawls/search.py): one row per URL
+listing its captures; --json one object per capture, as it always did."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from django.core.management.base import CommandError
 from rich.table import Table
 from rich.text import Text
 
-from crawls import search
+from crawls import search, search_groups
 from crawls.cli import ArchiverCommand, arg_type, int_arg
 from crawls.models import Crawl, Org
 
@@ -55,18 +56,24 @@ class Command(ArchiverCommand):
         elif not hits:
             self.stdout.write("no page matches")
         else:
-            self.render(hit_table(hits))
+            self.render(result_table(search_groups.grouped(hits, query, org=org_id, crawl=crawl_id,
+                                                           since=since)))
 
 
-def hit_table(hits: list[search.Hit]) -> Table:
+def result_table(results: list[search_groups.Result]) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("TITLE", "URL", "CAPTURED", "CRAWL", "SNIPPET"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("CAPTURED", "CRAWL"))
-    for hit in hits:
-        table.add_row(hit.title or "-", hit.url,
-                      hit.captured_at.strftime("%Y-%m-%d %H:%M") if hit.captured_at else "-",
-                      hit.crawl_id[:8], snippet_text(hit.snippet))
+    for column in ("TITLE", "URL", "CAPTURED  CRAWL", "SNIPPET"):
+        table.add_column(column, overflow="fold", no_wrap=column.startswith("CAPTURED"))
+    for result in results:
+        table.add_row(result.best.title or "-", result.url,
+                      "\n".join(capture_line(hit) for hit in result.captures),
+                      snippet_text(result.best.snippet))
     return table
+
+
+def capture_line(hit: search.Hit) -> str:
+    when = hit.captured_at.strftime("%Y-%m-%d %H:%M") if hit.captured_at else "-".ljust(16)
+    return f"{when}  {hit.crawl_id[:8]}"
 
 
 def snippet_text(snippet: str) -> Text:
