@@ -17,7 +17,7 @@ from crawls.models import Crawl, Org
 from runner.daemon import Runner
 from runner.launchers import LocalLauncher
 from runner.progress import ProgressStore
-from runner.redis_server import RedisEndpoint
+from runner.redis_server import EmbeddedRedis, RedisEndpoint
 from tests.fakes import FakeLauncher, MemoryStore
 from tests.runner.step_helpers import T0
 
@@ -34,6 +34,44 @@ def data_dir():
 def settings(data_dir) -> Settings:
     return Settings(data_dir=data_dir, launcher="local", poll_interval=0.2, lease_seconds=5,
                     max_concurrent_crawls=2, max_launch_attempts=3, host_rate=0.0)
+
+
+@pytest.fixture
+def embedded_redis(settings):
+    """Make embedded Redis servers as the runner runs them (with this test's settings unless
+    given others). At the end each is stopped, and every redis-server it started (one a test
+    killed and the watch restarted too) is gone."""
+    made: list[tuple[EmbeddedRedis, list]] = []
+
+    def make(with_settings: Settings | None = None) -> EmbeddedRedis:
+        server = EmbeddedRedis(with_settings or settings)
+        started: list = []
+        original = server._start
+
+        def start(port, password):
+            endpoint = original(port, password)
+            started.append(server.process)
+            return endpoint
+
+        server._start = start
+        made.append((server, started))
+        return server
+
+    yield make
+    for server, started in made:
+        server.stop()
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture
+def embedded(embedded_redis) -> EmbeddedRedis:
+    """A running embedded Redis with this test's settings."""
+    server = embedded_redis()
+    server.ensure()
+    return server
 
 
 @pytest.fixture

@@ -6,22 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 import redis
 from archiver_crawler.hosts import HostBudget, Rates
 
 from runner import host_keys
 from runner.progress import ProgressStore
-from runner.redis_server import EmbeddedRedis, RedisWatch
+from runner.redis_server import RedisWatch
 from tests.runner.step_helpers import later
-
-
-@pytest.fixture
-def embedded(settings):
-    server = EmbeddedRedis(settings)
-    server.ensure()
-    yield server
-    server.stop()
 
 
 def test_a_crawls_user_draws_on_the_budget_and_the_watch_keeps_it(embedded):

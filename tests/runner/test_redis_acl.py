@@ -17,32 +17,11 @@ from archiver_crawler.cli import run_instance
 from archiver_crawler.config import parse_args
 
 from runner.progress import ProgressStore, crawl_password
-from runner.redis_server import EmbeddedRedis, RedisEndpoint, RedisWatch
+from runner.redis_server import RedisEndpoint, RedisWatch
 from tests.sitegen import serve_site
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
 OWN, OTHER = 5, 6
-
-
-@pytest.fixture
-def embedded(settings):
-    """A server with an admin password, as the runner runs it."""
-    server = EmbeddedRedis(settings)
-    started = []
-    original = server._start
-
-    def start(port, password):
-        endpoint = original(port, password)
-        started.append(server.process)
-        return endpoint
-
-    server._start = start
-    server.ensure()
-    yield server
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
 
 
 @pytest.fixture

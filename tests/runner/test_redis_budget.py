@@ -12,7 +12,7 @@ from crawls.config import CrawlConfig
 from crawls.models import Crawl, CrawlFile, CrawlStatus, PayloadDigest, StopReason
 from runner import launch
 from runner.progress import ProgressStore
-from runner.redis_server import EmbeddedRedis, RedisWatch
+from runner.redis_server import RedisWatch
 from tests.runner.step_helpers import end_instance, later, report
 
 pytestmark = pytest.mark.django_db
@@ -20,11 +20,11 @@ MiB = 1 << 20
 
 
 @pytest.fixture
-def embedded(settings):
-    server = EmbeddedRedis(settings.model_copy(update={"redis_max_bytes": 32 * MiB}))
+def embedded(embedded_redis, settings):
+    """A running embedded Redis with a 32 MiB memory limit."""
+    server = embedded_redis(settings.model_copy(update={"redis_max_bytes": 32 * MiB}))
     server.ensure()
-    yield server
-    server.stop()
+    return server
 
 
 @pytest.fixture

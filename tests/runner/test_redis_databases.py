@@ -10,7 +10,7 @@ import pytest
 
 from crawls.models import Crawl
 from runner.progress import ProgressStore
-from runner.redis_server import EmbeddedRedis, databases_for
+from runner.redis_server import databases_for
 from runner.steps.claim import allocate_redis_db
 from tests.fakes import FakeLauncher
 from tests.runner.step_helpers import T0
@@ -19,21 +19,6 @@ pytestmark = pytest.mark.django_db
 HELD = 300  # more crawls holding a database than the old 256 allowed
 
 
-@pytest.fixture
-def embedded_redis():
-    started: list[EmbeddedRedis] = []
-
-    def make(settings) -> EmbeddedRedis:
-        server = EmbeddedRedis(settings)
-        started.append(server)
-        return server
-
-    yield make
-    for server in started:
-        server.stop()
-        if server.process is not None and server.process.poll() is None:
-            server.process.kill()
-            server.process.wait(timeout=10)
 
 
 def databases(endpoint) -> int:

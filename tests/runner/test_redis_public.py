@@ -59,21 +59,17 @@ def test_crawlers_get_the_public_address_with_their_own_credentials():
 
 
 @pytest.fixture
-def embedded(data_dir):
-    made = []
-
+def bound(embedded_redis, data_dir):
+    """Start an embedded Redis listening on the addresses given."""
     def start(*bind: str) -> tuple[EmbeddedRedis, RedisEndpoint]:
-        server = EmbeddedRedis(Settings(data_dir=data_dir, redis_bind=bind))
-        made.append(server)
+        server = embedded_redis(Settings(data_dir=data_dir, redis_bind=bind))
         return server, server.ensure()
 
-    yield start
-    for server in made:
-        server.stop()
+    return start
 
 
-def test_the_embedded_redis_listens_only_where_it_is_told(embedded):
-    _, endpoint = embedded("127.0.0.2")
+def test_the_embedded_redis_listens_only_where_it_is_told(bound):
+    _, endpoint = bound("127.0.0.2")
 
     assert endpoint.host == "127.0.0.2" and endpoint.client().ping()
     with pytest.raises(redis.ConnectionError):
@@ -81,10 +77,10 @@ def test_the_embedded_redis_listens_only_where_it_is_told(embedded):
 
 
 @pytest.mark.slow
-def test_a_crawl_reports_through_the_public_address(embedded, settings, make_crawl, make_runner):
+def test_a_crawl_reports_through_the_public_address(bound, settings, make_crawl, make_runner):
     # The runner talks to the server on 127.0.0.1; crawlers are handed 127.0.0.3, as
     # crawlers on another node would be handed the manager's LAN address.
-    _, endpoint = embedded("127.0.0.1", "127.0.0.3")
+    _, endpoint = bound("127.0.0.1", "127.0.0.3")
     public = f"redis://127.0.0.3:{endpoint.port}"
     settings = settings.model_copy(update={"redis_public_url": public})
     store = ProgressStore(endpoint)

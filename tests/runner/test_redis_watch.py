@@ -14,8 +14,6 @@ import socket
 import stat
 from pathlib import Path
 
-import pytest
-
 from runner.progress import ProgressStore
 from runner.redis_server import EmbeddedRedis, RedisEndpoint, RedisWatch, answers
 from tests.private_redis import start_redis
@@ -34,25 +32,6 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
-
-
-@pytest.fixture
-def embedded(settings):
-    server = EmbeddedRedis(settings)
-    started = []
-    original = server._start
-
-    def start(port, password):
-        endpoint = original(port, password)
-        started.append(server.process)
-        return endpoint
-
-    server._start = start
-    yield server
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
 
 
 def kill(embedded: EmbeddedRedis) -> int:
