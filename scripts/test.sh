@@ -83,7 +83,12 @@ install_venv() {
             apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$venv_package" >/dev/null
         fi
         say "creating .venv with $python ($(python_version_of "$python"))"
-        "$python" -m venv "$VENV"
+        if uv=$(find_uv); then
+            # --seed: tests build and install wheels with the venv's own pip.
+            "$uv" venv --quiet --seed --python "$python" "$VENV"
+        else
+            "$python" -m venv "$VENV"
+        fi
     fi
     local stamp_file=$VENV/.archiver-install-stamp stamp
     stamp=$({
@@ -97,8 +102,32 @@ install_venv() {
     fi
     # Older checkouts installed the crawler as a distribution of its own; archiver's carries it.
     "$VENV/bin/python" -m pip uninstall --quiet --yes archiver-crawler 2>/dev/null || true
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+    local uv
+    # From uv's cache alone first: asking PyPI whether each of ~150 cached packages is still
+    # current cost 45 of the step's 64 s on a busy machine.
+    if uv=$(find_uv) && { "$uv" pip install --quiet --offline --python "$VENV/bin/python" -e '.[test]' 2>/dev/null ||
+            "$uv" pip install --quiet --python "$VENV/bin/python" -e '.[test]'; }; then
+        :
+    else
+        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+    fi
     echo "$stamp" >"$stamp_file"
+}
+
+# uv installs the suite's ~150 packages from its cache in seconds where pip takes a minute
+# (measured on the 2-core machine: 59 s against 18 s); it is kept outside the clone, so a
+# fresh clone pays only for its own editable install. Without it, or without PyPI, pip does.
+UV_HOME=${ARCHIVER_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/archiver}/uv
+find_uv() {
+    if [[ ! -x $UV_HOME/bin/uv ]]; then
+        local python
+        python=$(find_python 2>/dev/null) || return 1
+        rm -rf "$UV_HOME"
+        { "$python" -m venv "$UV_HOME" &&
+            "$UV_HOME/bin/python" -m pip install --quiet --disable-pip-version-check uv; } \
+            >/dev/null 2>&1 || { rm -rf "$UV_HOME"; return 1; }
+    fi
+    echo "$UV_HOME/bin/uv"
 }
 
 postgres_answers() {
