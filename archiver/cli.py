@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import sys
 
 # The groups a person looks in; a command of archiver's apps not named here is listed
@@ -60,9 +61,17 @@ def own_commands() -> dict[str, list[tuple[str, str]]]:
     }
 
 
-def cut(line: str, columns: int = 100) -> str:
-    """One line per command even for a long help; the whole text is in `archiver help NAME`."""
-    return line if len(line) <= columns else line[:columns - 1].rstrip() + "…"
+def cut(line: str, columns: int | None) -> str:
+    """One line per command on a terminal, even for a long help (the whole text is in
+    `archiver help NAME`); in a pipe or a file (`columns` None) the line is whole, since
+    nothing says how wide its reader is and grep should find every word."""
+    if columns is None or len(line) <= columns:
+        return line
+    return line[:columns - 1].rstrip() + "…"
+
+
+def terminal_columns() -> int | None:
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 def listing() -> str:
@@ -71,7 +80,7 @@ def listing() -> str:
     lines = ["Usage: archiver COMMAND [options]", ""]
     for group, commands in groups.items():
         lines.append(f"{group}:")
-        lines += [cut(f"  {name:<{width}}  {text}") for name, text in commands]
+        lines += [cut(f"  {name:<{width}}  {text}", terminal_columns()) for name, text in commands]
         lines.append("")
     lines += ["archiver help COMMAND   one command's options",
               "archiver help --all     every command, Django's own too",

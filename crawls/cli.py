@@ -16,9 +16,11 @@ anything reaches the database.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -100,6 +102,21 @@ class OneLineParser(CommandParser):
         super().error(message)
 
 
+@contextlib.contextmanager
+def quiet_logging(verbosity: int):
+    """A command's log at WARNING unless `-v 2` or ARCHIVER_LOG_LEVEL asks for more: its
+    output is what it prints, and INFO lines on stderr only got in the way (the daemon,
+    `archiver run`, logs at ARCHIVER_LOG_LEVEL, INFO by default)."""
+    root = logging.getLogger()
+    before = root.level
+    if verbosity < 2 and not conf.environment().get("ARCHIVER_LOG_LEVEL"):
+        root.setLevel(max(before, logging.WARNING))
+    try:
+        yield
+    finally:
+        root.setLevel(before)
+
+
 class ArchiverCommand(BaseCommand):
     """A command whose refusals (ArchiverError, ValueError, an unusable database) reach the
     user as one line."""
@@ -116,8 +133,9 @@ class ArchiverCommand(BaseCommand):
     def handle(self, *args, **options):
         self.colors = not options.get("no_color") and "NO_COLOR" not in os.environ
         try:
-            require_database()
-            return self.run(*args, **options)
+            with quiet_logging(options.get("verbosity", 1)):
+                require_database()
+                return self.run(*args, **options)
         except CommandError as exc:
             raise CommandError(one_line(str(exc)), returncode=exc.returncode) from None
         except (ArchiverError, ValueError) as exc:

@@ -737,9 +737,28 @@ def test_archiver_alone_lists_its_own_commands_grouped_and_djangos_behind_help_a
     assert commands[:3] == ["add", "status", "pause"]
     assert {"files", "pages", "run", "doctor", "migrate"} <= set(commands)
     assert not {"flush", "startproject", "shell", "dumpdata"} & set(commands)
-    assert all(len(line) <= 100 for line in lines)
     every = manage(tmp_path / "nowhere", "help", "--all", program=ARCHIVER_SCRIPT)
     assert every.returncode == 0, every.stderr
     assert "flush" in every.stdout and "startproject" in every.stdout and "add" in every.stdout
     one = manage(tmp_path / "nowhere", "help", "add", program=ARCHIVER_SCRIPT)
     assert one.returncode == 0 and "--depth" in one.stdout
+
+
+def test_a_command_logs_only_warnings_unless_asked_for_more(data_dir):
+    # `archiver delete` printed "… INFO [crawls.actions] deleted crawl …" on stderr (issue 41).
+    crawl_ids = [manage(data_dir, "add", "https://example.com/", check=True).stdout.strip() for _ in range(2)]
+    for crawl_id in crawl_ids:
+        manage(data_dir, "cancel", crawl_id, check=True)
+    quiet = manage(data_dir, "delete", crawl_ids[0])
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    assert f"crawl {crawl_ids[0][:8]}" in quiet.stdout
+    told = manage(data_dir, "delete", crawl_ids[1], "-v", "2")
+    assert told.returncode == 0 and "INFO" in told.stderr and "deleted crawl" in told.stderr
+
+
+def test_archiver_alone_in_a_pipe_shows_each_commands_whole_description(tmp_path):
+    listing = manage(tmp_path / "nowhere", program=ARCHIVER_SCRIPT)
+    assert listing.returncode == 0, listing.stderr
+    assert "…" not in listing.stdout
+    retry = next(line for line in listing.stdout.splitlines() if line.split()[:1] == ["retry"])
+    assert retry.endswith("crawl only the pages a finished crawl failed on, into the same archive"), retry
