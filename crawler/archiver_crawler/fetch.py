@@ -20,8 +20,10 @@ import logging
 import socket
 import time
 import zlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 from urllib.parse import urljoin, urlsplit
 from urllib.robotparser import RobotFileParser
 
@@ -36,6 +38,7 @@ from archiver_crawler.netpolicy import AddressPolicy, AddressRefused, NotAnAddre
 from archiver_crawler.warc import Exchange
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_BODY = 64 * 1024 * 1024  # bigger bodies are truncated, as a guard against endless streams
 MAX_PARSE = 8 * 1024 * 1024
@@ -208,6 +211,32 @@ def unanswered(exc: Exception) -> bool:
     return isinstance(exc, FetchError) and not isinstance(exc, FetchRefused)
 
 
+async def answered(request: Awaitable[T]) -> T:
+    """The response `request` gets (the crawler's fetches and the browser's requests alike);
+    FetchRefused when the address policy refused the connection (nothing was sent),
+    FetchError when no HTTP response came."""
+    try:
+        return await request
+    except aiohttp.ClientConnectorError as exc:
+        if isinstance(exc.os_error, AddressRefused):
+            raise FetchRefused(str(exc.os_error)) from exc
+        raise FetchError(f"{type(exc).__name__}: {exc}"[:300]) from exc
+    except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+        raise FetchError(f"{type(exc).__name__}: {exc}"[:300]) from exc
+
+
+async def politely(budget: HostBudget | None, host: str, send: Callable[[], Awaitable[T]],
+                   answer: Callable[[T], tuple[int, str | None]]) -> T:
+    """`send()` within the host's share of the budget, when the crawl has one; a host its
+    breaker holds down is a FetchError like any request without an answer."""
+    if budget is None:
+        return await send()
+    try:
+        return await budget.polite(host, send, answer, unanswered)
+    except HostDown as exc:
+        raise FetchError(str(exc)) from None
+
+
 class Fetcher:
     """Fetches with one aiohttp session (its connection pool is shared by all workers).
 
@@ -256,23 +285,8 @@ class Fetcher:
         self.check_literal(client_host(url))
         host = urlsplit(url).netloc
         await self._wait_turn(host)
-        if self.budget is None:
-            return await self._get(url)
-        try:
-            return await self.budget.polite(host, lambda: self._get(url), answer_of,
-                                            unanswered)
-        except HostDown as exc:
-            raise FetchError(str(exc)) from None
-
-    async def _get(self, url: str) -> Fetched:
-        try:
-            return await self._fetch(url)  # the session's total timeout bounds it
-        except aiohttp.ClientConnectorError as exc:
-            if isinstance(exc.os_error, AddressRefused):
-                raise FetchRefused(str(exc.os_error)) from exc
-            raise FetchError(f"{type(exc).__name__}: {exc}"[:300]) from exc
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
-            raise FetchError(f"{type(exc).__name__}: {exc}"[:300]) from exc
+        # The session's total timeout bounds the request.
+        return await politely(self.budget, host, lambda: answered(self._fetch(url)), answer_of)
 
     def check_literal(self, host: str) -> None:
         check_literal(self.policy, host)

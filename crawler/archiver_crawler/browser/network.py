@@ -25,18 +25,18 @@ import aiohttp
 
 from archiver_crawler.fetch import (
     MAX_BODY,
-    FetchError,
     FetchRefused,
     answer_of_exchange,
+    answered,
     check_literal,
     client_host,
     policy_connector,
+    politely,
     read_exchange,
-    unanswered,
     undo_encoding,
 )
-from archiver_crawler.hosts import HostBudget, HostDown
-from archiver_crawler.netpolicy import AddressPolicy, AddressRefused
+from archiver_crawler.hosts import HostBudget
+from archiver_crawler.netpolicy import AddressPolicy
 from archiver_crawler.warc import Exchange
 
 logger = logging.getLogger(__name__)
@@ -88,25 +88,8 @@ class Exchanger:
         self.check_literal(url)
         sent = {k: v for k, v in headers.items() if k.lower() not in _HOP_HEADERS}
         sent["Accept-Encoding"] = ACCEPT_ENCODING
-        if self.budget is None:
-            return await self._sent(method, url, sent, body)
-        try:
-            return await self.budget.polite(urlsplit(url).netloc,
-                                            lambda: self._sent(method, url, sent, body),
-                                            answer_of_exchange, unanswered)
-        except HostDown as exc:
-            raise FetchError(str(exc)) from None
-
-    async def _sent(self, method: str, url: str, headers: dict[str, str],
-                    body: bytes | None) -> Exchange:
-        try:
-            return await self._send(method, url, headers, body)
-        except aiohttp.ClientConnectorError as exc:
-            if isinstance(exc.os_error, AddressRefused):
-                raise FetchRefused(str(exc.os_error)) from exc
-            raise FetchError(f"{type(exc).__name__}: {exc}"[:300]) from exc
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
-            raise FetchError(f"{type(exc).__name__}: {exc}"[:300]) from exc
+        return await politely(self.budget, urlsplit(url).netloc,
+                              lambda: answered(self._send(method, url, sent, body)), answer_of_exchange)
 
     async def _send(self, method: str, url: str, headers: dict[str, str],
                     body: bytes | None) -> Exchange:
