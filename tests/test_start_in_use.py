@@ -8,7 +8,6 @@ of the copied checkout only notes each call before running this virtualenv's."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 from tests.installation import Installation
 from tests.ports import free_port
 from tests.runner.helpers import stop_processes_of
-from tests.test_scripts import BASH, archiver_calls, checkout, executable, start, start_env  # noqa: F401
+from tests.test_scripts import BASH, checkout, executable, start, start_env  # noqa: F401 - checkout is a fixture
 from tests.waiting import wait_for
 
 ARCHIVER = Path(sys.executable).with_name("archiver")
@@ -33,7 +32,7 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int, int]]:
     return found
 
 
-def test_a_second_start_on_a_live_instance_changes_nothing_and_names_the_first_starts_pid(checkout):
+def test_a_second_start_on_a_live_instance_changes_nothing_and_names_its_pid(checkout):  # noqa: F811
     calls = checkout / "archiver-calls"
     executable(checkout / ".venv" / "bin" / "archiver", f'echo "$*" >> {calls}\nexec {ARCHIVER} "$@"')
     data = checkout / "data"
@@ -80,6 +79,3 @@ def kept(data: Path) -> dict[str, tuple[int, int, int]]:
     names = ("archiver.sqlite3", "archiver.env", "admin-password")
     return {name: value for name, value in snapshot(data).items() if name in names}
 
-
-def test_the_copied_archiver_is_this_virtualenvs():
-    assert os.access(ARCHIVER, os.X_OK), f"{ARCHIVER}: the suite runs in archiver's virtualenv"
