@@ -151,3 +151,21 @@ def test_the_admin_and_the_replay_server_read_the_file_too(data_dir):
     assert django_setting(data_dir, "archiver.settings", "LOGGING['root']['level']") == "WARNING"
     assert django_setting(data_dir, "archiver.settings", "LOGGING['root']['level']",
                           ARCHIVER_LOG_LEVEL="ERROR") == "ERROR"
+
+
+@pytest.mark.parametrize("name, value, shown", [
+    ("ARCHIVER_REDIS_URL", "redis://127.0.0.1:6379/0?password=hunter2hunter2",
+     "redis://127.0.0.1:6379/0?password=***"),
+    ("ARCHIVER_REDIS_URL", "unix:///run/redis.sock?db=2&password=hunter2hunter2",
+     "unix:///run/redis.sock?db=***&password=***"),
+    ("ARCHIVER_DATABASE_URL", "postgres://archiver:pw@127.0.0.1:5432/archiver?password=hunter2hunter2",
+     "postgres://***@127.0.0.1:5432/archiver?password=***"),
+    ("ARCHIVER_SIGNING_URL", "http://127.0.0.1:9/sign?token=hunter2hunter2", "http://127.0.0.1:9/sign?token=***"),
+    ("ARCHIVER_CRAWL_ALLOW_NETWORKS", "127.0.0.1/32", "127.0.0.1/32"),
+])
+def test_doctor_masks_a_password_a_url_carries_in_its_query_too(data_dir, monkeypatch, name, value, shown):
+    # A Redis or PostgreSQL URL may carry its password as ?password=: it was printed whole.
+    monkeypatch.setenv(name, value)
+    lines = kept.described(conf.environment())
+    assert f"  {name}={shown} (environment)" in lines
+    assert "hunter2" not in "\n".join(lines)

@@ -159,4 +159,14 @@ def described(seen: Layered) -> list[str]:
 def value_shown(name: str, value: str) -> str:
     if value == "":
         return " (empty: the default)"
-    return "(a secret, not shown)" if name in SECRETS else shown(value)
+    return "(a secret, not shown)" if name in SECRETS else query_masked(shown(value))
+
+
+def query_masked(value: str) -> str:
+    """A URL's query values masked, its parameters' names kept: a Redis or PostgreSQL URL may
+    carry its password there (`?password=`), a signing URL a token."""
+    head, mark, query = value.partition("?")
+    if not mark or "://" not in head:
+        return value
+    return head + "?" + "&".join(key + ("=***" if equals else "")
+                                 for key, equals, _ in (part.partition("=") for part in query.split("&")))
