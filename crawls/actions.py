@@ -36,6 +36,7 @@ from crawls.models import (
     WebhookDelivery,
     check_deletable,
 )
+from crawls.models.statuses import said
 from crawls.retention import delete_all_files
 from crawls.rules import MAX_REGEXES, MAX_TAGS, check_regex, clean_tags, shown
 from crawls.storage import StorageError
@@ -247,7 +248,7 @@ def delete(crawl: Crawl, settings: conf.Settings | None = None) -> Done:
     files may be gone, as with retention; the runner writes new ones).
     """
     if not crawl.is_final:
-        raise ActionRefused(f"cannot delete crawl {crawl.short_id}: it is {crawl.status}",
+        raise ActionRefused(f"cannot delete crawl {crawl.short_id}: {said(crawl.status)}",
                             advice="stop or cancel it first")
     try:
         check_deletable(crawl)
@@ -260,7 +261,8 @@ def delete(crawl: Crawl, settings: conf.Settings | None = None) -> Done:
                             ActionRefused.UNAVAILABLE) from None
     if not delete_rows(crawl):
         status = Crawl.objects.filter(pk=crawl.pk).values_list("status", flat=True).first()
-        raise ActionRefused(f"cannot delete crawl {crawl.short_id}: it is {status or 'deleted'}",
+        raise ActionRefused(f"cannot delete crawl {crawl.short_id}: "
+                            f"{said(status) if status else 'it is deleted'}",
                             advice="it changed while its files were deleted")
     log.info("deleted crawl %s (%s) and %d file(s)", crawl.short_id, crawl.status, len(paths))
     return Done(crawl, f"deleted crawl {crawl.short_id} and {len(paths)} file(s)", len(paths))

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from archiver_crawler.scope import normalize_url
 
 from crawls.kept_wacz import Archives, Capture, DiffRefused
+from crawls.models.statuses import said
 from crawls.selectors import Selector
 
 # Work units (word pairs difflib's matcher may look at) for one page's similarity: past
@@ -109,7 +110,7 @@ def check_pair(a, b) -> None:
 def check_kept(crawl) -> None:
     """DiffRefused unless the crawl ended and kept an archive."""
     if not crawl.is_final:
-        raise DiffRefused(f"crawl {crawl.short_id} is {crawl.status}: not kept yet "
+        raise DiffRefused(f"crawl {crawl.short_id}: {said(crawl.status)}, not kept yet "
                           "(compare crawls that have ended)")
     if not crawl.files.exists():
         raise DiffRefused(f"crawl {crawl.short_id} kept no archive to compare")

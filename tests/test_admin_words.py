@@ -74,6 +74,22 @@ def test_a_refusal_names_the_state_in_plain_words(org, status, words):
     assert "_" not in refused.value.message
 
 
+def test_every_message_naming_a_state_says_it_in_words(org):
+    from crawls import diffing
+    from crawls.admin.views import carry_out
+
+    waiting = crawl_in(org, S.WAITING_CAPACITY)
+    with pytest.raises(ActionRefused) as refused:
+        actions.delete(waiting)
+    assert refused.value.message == f"cannot delete crawl {waiting.short_id}: it is waiting for room on the host"
+    with pytest.raises(diffing.DiffRefused) as not_kept:
+        diffing.check_kept(waiting)
+    assert str(not_kept.value).startswith(f"crawl {waiting.short_id}: it is waiting for room on the host, ")
+    said = carry_out(crawl_in(org, S.RUNNING), "pause")
+    assert said.startswith("Pause: crawl ") and ": it is running (pause requested)." in said
+    assert "_" not in str(not_kept.value) + said
+
+
 def test_a_running_crawls_execution_time_counts_its_running_instances(admin_client, org):
     crawl = crawl_in(org, S.RUNNING)
     started = timezone.now() - dt.timedelta(seconds=95)
@@ -81,8 +97,28 @@ def test_a_running_crawls_execution_time_counts_its_running_instances(admin_clie
         Process.objects.create(crawl=crawl, instance=instance, hostname=f"crawl-x-{instance}", launcher="local",
                                status="running", started_at=started)
     page = page_of(admin_client, crawl)
-    execution = re.search(r'Execution time:</label>\s*<div class="readonly">([^<]*)</div>', page)[1]
-    assert execution.startswith("3m1")  # two instances of 95 s: 3m10s or so, not 0s
+    cell = re.search(r'Execution time:</label>\s*<div class="readonly">(.*?)</div>', page, re.S)[1]
+    assert 'data-field="execution_time"' in cell  # live.js counts it up while the crawl runs
+    assert re.sub(r"<[^>]*>", "", cell).startswith("3m1")  # two instances of 95 s: 3m10s or so, not 0s
+    live = admin_client.get(reverse("admin:crawls_crawl_live"), {"id": crawl.pk}).json()
+    (row,) = live["crawls"]
+    assert row["execution_time"].startswith("3m1")
+
+
+def test_the_compare_picker_names_each_crawl_by_seed_pages_and_state_in_words(admin_client, org):
+    from crawls.models import CrawlFile
+
+    def kept(seed: str, pages: int) -> Crawl:
+        crawl = Crawl.create(org, CrawlConfig(seeds=[seed]))
+        Crawl.objects.filter(pk=crawl.pk).update(status=S.STOPPED_PAGE_LIMIT, pages_done=pages)
+        CrawlFile.objects.create(crawl=crawl, path=f"crawls/{crawl.pk}/a.wacz", size=1, sha256="ab" * 32)
+        return crawl
+
+    this, other = kept("https://example.com/", 5), kept("https://docs.python.org/3/" + "x" * 80, 47)
+    page = admin_client.get(reverse("admin:crawls_crawl_diff", args=[this.pk])).content.decode()
+    option = re.search(rf'<option value="{other.pk}">([^<]*)</option>', page)[1]
+    assert option.startswith(f"{other.short_id} · ") and " · stopped · 47 pages · https://docs.python.org/3/xx" in option
+    assert option.endswith("…") and "stopped_page_limit" not in option
 
 
 def test_the_admin_has_a_favicon(admin_client):

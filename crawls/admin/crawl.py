@@ -396,7 +396,7 @@ class CrawlAdmin(admin.ModelAdmin):
 
     @admin.display(description="execution time")
     def execution_time(self, obj):
-        return duration(obj.exec_now(timezone.now()))
+        return live_cell(obj, "execution_time", duration(obj.exec_now(timezone.now())))
 
     @admin.display(description="snapshots")
     def snapshot_count(self, obj):

@@ -6,19 +6,32 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.utils.safestring import mark_safe
+from django.utils.text import Truncator
 
 from crawls import diffing
 from crawls.admin.views import require
+from crawls.admin.words import group_of
 from crawls.models import Crawl, CrawlStatus
 
 CHOICES = 30  # crawls offered by "Compare with…"
+SEED_SHOWN = 60  # characters of a crawl's seed in the picker: an option is one line
 
 
 def others(crawl: Crawl):
-    """The ended crawls of its org that kept archives, newest first, for "Compare with…"."""
-    return (Crawl.objects.filter(org_id=crawl.org_id, status__in=CrawlStatus.FINAL,
+    """The ended crawls of its org that kept archives, newest first, for "Compare with…",
+    each with `said`: its state, pages and seed as the picker shows them."""
+    rows = (Crawl.objects.filter(org_id=crawl.org_id, status__in=CrawlStatus.FINAL,
                                  files__isnull=False)
             .exclude(pk=crawl.pk).distinct().order_by("-created_at")[:CHOICES])
+    for row in rows:
+        row.said = f"{group_of(row)} · {row.pages_done} pages · {Truncator(seed_of(row)).chars(SEED_SHOWN)}"
+    return rows
+
+
+def seed_of(crawl: Crawl) -> str:
+    seeds = crawl.seeds if isinstance(crawl.seeds, list) else []
+    first = next((seed for seed in seeds if isinstance(seed, str)), "-")
+    return first + (f" and {len(seeds) - 1} more" if len(seeds) > 1 else "")
 
 
 def diff_page(modeladmin, request, pk: str):

@@ -28,6 +28,7 @@ from crawls.cli import age, duration
 from crawls.config import human_size
 from crawls.downloads import file_name, serve_archive, serve_object
 from crawls.models import Crawl, CrawlFile, CrawlStatus, Intent
+from crawls.models.statuses import said
 from crawls.reasons import error_sentence, reason_sentence
 
 S = CrawlStatus
@@ -177,7 +178,7 @@ def carry_out(crawl: Crawl, button: str) -> str:
         return f"Deleted crawl {crawl.short_id} and {done.count} file(s)."
     if button == "retry_failed":
         return f"Queued crawl {crawl.short_id} again for its {done.count} failed page(s)."
-    return f"{BUTTONS[button][0]}: crawl {crawl.short_id} is {crawl.status}" + (
+    return f"{BUTTONS[button][0]}: crawl {crawl.short_id}: {said(crawl.status)}" + (
         f" ({crawl.intent} requested)" if crawl.intent else "") + "."
 
 
@@ -203,6 +204,8 @@ def live_row(crawl: Crawl, now) -> dict:
         "pages_failed": crawl.pages_failed,
         "size": human_size(crawl.size_bytes),
         "running_time": duration(crawl.elapsed_now(now)),
+        # counted up to now from its running instances, so it grows while the crawl runs
+        "execution_time": duration(crawl.exec_now(now)),
         "age": age(crawl.created_at, now),
         "scale": crawl.scale,
     }
