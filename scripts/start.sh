@@ -94,6 +94,8 @@ bash "$ROOT/scripts/replay-files.sh"  # ReplayWeb.page for the replay origin (np
 
 "$ROOT/.venv/bin/gunicorn" archiver.wsgi:application \
     --bind "127.0.0.1:$PORT" --workers 2 --threads 4 --umask 0077 \
+    --worker-class archiver.gunicorn_worker.JsonErrorWorker \
+    --limit-request-line 8190 --limit-request-field_size 16380 \
     --logger-class archiver.replay_logging.AccessLogger \
     --pid "$ARCHIVER_DATA_DIR/run/gunicorn.pid" \
     --access-logfile "$ARCHIVER_DATA_DIR/run/admin-access.log" \
