@@ -76,8 +76,16 @@ def cause(words: str) -> str:
     words = words[:2000]
     for pattern, said in CAUSES:
         if found := pattern.search(words):
-            return said.format(found.group(0), *found.groups())[:500]
+            return unwrapped(said.format(found.group(0), *found.groups()))[:500]
     return words[:500]
+
+
+def unwrapped(said: str) -> str:
+    """Without the closing parentheses of the words it was quoted in: "page load failed:
+    <url> (refused by the crawl address policy: ... --allowNetworks))" ends with one."""
+    while said.endswith(")") and said.count(")") > said.count("("):
+        said = said[:-1]
+    return said
 
 
 def crawler_words(crawl: Crawl, tail: str = "", errors: bool = True) -> str:
