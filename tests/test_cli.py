@@ -573,7 +573,7 @@ def test_resuming_a_finished_crawl_at_a_shell_is_refused(data_dir):
     assert db_rows(data_dir) == before
 
 
-def at_a_terminal(data_dir: Path, columns: int, *args) -> list[str]:
+def at_a_terminal(data_dir: Path, columns: int, *args, program=None) -> list[str]:
     """What a command prints at a real terminal (a pseudo-terminal) of `columns` columns."""
     import fcntl
     import pty
@@ -585,7 +585,7 @@ def at_a_terminal(data_dir: Path, columns: int, *args) -> list[str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("ARCHIVER_", "DJANGO_")) and k not in ("COLUMNS", "LINES")}
     env.update(ARCHIVER_DATA_DIR=str(data_dir), NO_COLOR="1")
-    with subprocess.Popen([sys.executable, "manage.py", *args], cwd=REPO, env=env, stdin=terminal,
+    with subprocess.Popen([*(program or [sys.executable, "manage.py"]), *args], cwd=REPO, env=env, stdin=terminal,
                           stdout=terminal, stderr=subprocess.PIPE) as command:
         os.close(terminal)
         output = b""
@@ -618,20 +618,23 @@ def test_status_at_an_80_column_terminal_shows_id_and_state_above_a_long_error(d
 def test_status_at_an_80_column_terminal_shows_each_crawls_id_state_pages_and_seed(data_dir):
     seeds = {"running": "https://docs.python.org/3/library/index.html",
              "failed": "https://example.net/" + "deep/" * 30}
+    refused = "connection refused: 127.0.0.1:9 (no page archived, exit 9)"  # as the runner says it
     ids = {}
     for state, seed in seeds.items():
         ids[state] = manage(data_dir, "add", seed, check=True).stdout.strip()
         with sqlite3.connect(data_dir / "archiver.sqlite3") as db:
             db.execute("UPDATE crawls_crawl SET status=?, intent=?, error=?, pages_done=529, pages_found=5292 "
                        "WHERE id=?", (state, "pause" if state == "running" else "",
-                                      LONG_ERROR if state == "failed" else "", ids[state]))
-    lines = at_a_terminal(data_dir, 80, "status")
+                                      refused if state == "failed" else "", ids[state]))
+    lines = at_a_terminal(data_dir, 80, "status", program=ARCHIVER_SCRIPT)
     assert all(len(line.rstrip()) <= 80 for line in lines)
     for state, seed in seeds.items():
         at = next(n for n, line in enumerate(lines) if line.startswith(ids[state][:8]))
         shown = " ".join(lines[at:at + 2])  # its own line, and a second one if it needs it
         assert state in lines[at] and "529/5292" in lines[at]
         assert seed[:18] in shown, shown
+    failed = next(n for n, line in enumerate(lines) if line.startswith(ids["failed"][:8]))
+    assert "connection refused: 127.0.0.1:9" in " ".join(lines[failed:failed + 2])
 
 
 ARCHIVER_SCRIPT = [sys.executable, "-c",
