@@ -39,18 +39,25 @@ as_root_with_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
 # second start.sh once ran migrate, collectstatic --clear and ensureadmin against the live
 # one. start.lock is ours (held by this script, and inherited by what it starts); runner.lock
 # is the daemon's (runner/daemon.py acquire_runner_lock), for one started without us. Each
-# holds its owner's pid.
+# holds its owner's pid. A start.sh killed outright (kill -9) leaves start.lock held by what
+# it started: those are named then, not its pid, which nobody can stop any more.
 RUN_DIR="$ARCHIVER_DATA_DIR/run"
 in_use() {
-    say "$ARCHIVER_DATA_DIR is in use by $1 (pid $(head -c 20 "$2" 2>/dev/null | tr -cd 0-9)): stop it first, or give this one another ARCHIVER_DATA_DIR"
+    say "$ARCHIVER_DATA_DIR is in use by $1: stop it first, or give this one another ARCHIVER_DATA_DIR"
     exit 1
 }
+pid_in() { head -c 20 "$1" 2>/dev/null | tr -cd 0-9; }
+running() { local pid; pid=$(pid_in "$1"); [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && printf '%s' "$pid"; }
 held() { [ -f "$1" ] && ! flock -n "$1" true 2>/dev/null; }
-held "$RUN_DIR/start.lock" && in_use scripts/start.sh "$RUN_DIR/start.lock"
-held "$RUN_DIR/runner.lock" && in_use "an archiver daemon" "$RUN_DIR/runner.lock"
+if held "$RUN_DIR/start.lock"; then
+    pid=$(running "$RUN_DIR/start.lock") && in_use "scripts/start.sh (pid $pid)"
+    left=$(for file in runner.lock gunicorn.pid replay.pid; do running "$RUN_DIR/$file" && echo || true; done | xargs)
+    in_use "what a scripts/start.sh that has ended left running (pid ${left:-unknown}: its daemon and servers)"
+fi
+held "$RUN_DIR/runner.lock" && in_use "an archiver daemon (pid $(pid_in "$RUN_DIR/runner.lock"))"
 mkdir -p "$RUN_DIR"
 exec 9>>"$RUN_DIR/start.lock"
-flock -n 9 || in_use scripts/start.sh "$RUN_DIR/start.lock"  # two started at the same moment
+flock -n 9 || in_use "scripts/start.sh (pid $(pid_in "$RUN_DIR/start.lock"))"  # two started at the same moment
 echo "$$" > "$RUN_DIR/start.lock"
 
 listening "$PORT" && port_taken  # before anything is installed or started

@@ -8,6 +8,9 @@ of the copied checkout only notes each call before running this virtualenv's."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +18,7 @@ from pathlib import Path
 from tests.installation import Installation
 from tests.ports import free_port
 from tests.runner.helpers import stop_processes_of
-from tests.test_scripts import BASH, checkout, executable, start, start_env  # noqa: F401 - checkout is a fixture
+from tests.test_scripts import BASH, alive, checkout, executable, start, start_env  # noqa: F401 - checkout is a fixture
 from tests.waiting import wait_for
 
 ARCHIVER = Path(sys.executable).with_name("archiver")
@@ -79,3 +82,42 @@ def kept(data: Path) -> dict[str, tuple[int, int, int]]:
     names = ("archiver.sqlite3", "archiver.env", "admin-password")
     return {name: value for name, value in snapshot(data).items() if name in names}
 
+
+
+def test_a_start_killed_outright_leaves_its_servers_named_not_its_own_pid(checkout):  # noqa: F811
+    # What start.sh started inherits its lock: killed with -9, it named its own pid, which
+    # nobody can stop any more, while its servers and daemon ran on.
+    calls, daemon_pid = checkout / "archiver-calls", checkout / "daemon.pid"
+    executable(checkout / ".venv" / "bin" / "archiver", f"""echo "$*" >> {calls}
+if [ "$1" = run ]; then
+    echo $$ > {daemon_pid}
+    trap 'exit 0' TERM
+    while :; do sleep 0.1; done
+fi""")
+    first = subprocess.Popen([BASH, str(checkout / "scripts" / "start.sh")], env=start_env(checkout),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = checkout / "data" / "run"
+    left: list[int] = []
+    try:
+        wait_for(lambda: daemon_pid.exists() and daemon_pid.read_text().strip(), 60, 0.1, "the first start's daemon")
+        left = [int((run / name).read_text()) for name in ("gunicorn.pid", "replay.pid")]
+        left.append(int(daemon_pid.read_text()))
+        first.kill()
+        first.wait(timeout=30)
+        before = calls.read_text()
+
+        second = start(checkout, free_port("127.0.0.1"))
+
+        assert second.returncode == 1
+        assert second.stderr == (f"[start] {checkout / 'data'} is in use by what a scripts/start.sh that has ended "
+                                 f"left running (pid {left[0]} {left[1]}: its daemon and servers): stop it first, "
+                                 "or give this one another ARCHIVER_DATA_DIR\n")
+        assert calls.read_text() == before
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: not any(alive(pid) for pid in left), 60, 0.1, "what the first start left stopped")
