@@ -12,12 +12,12 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import redis
 
 from tests.runner.helpers import stop_processes_of
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 # A data dir that `migrate` and `collectstatic` ran in once per test process; installations copy
@@ -106,14 +106,16 @@ class Installation:
         return daemon.wait(timeout=30)
 
     def wait(self, crawl_id: str, until, timeout: float = 120) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """The crawl's row once `until(row)` holds; on failure where it is stuck and the daemons' logs."""
+        def reached() -> dict | None:
             state = self.crawl(crawl_id)
-            if until(state):
-                return state
-            time.sleep(0.2)
-        logs = "\n".join(p.read_text()[-3000:] for p in sorted(self.data_dir.glob("daemon-*.log")))
-        raise AssertionError(f"crawl {crawl_id} stuck at {self.crawl(crawl_id)}\n{logs}")
+            return state if until(state) else None
+
+        def stuck() -> str:
+            logs = "\n".join(p.read_text()[-3000:] for p in sorted(self.data_dir.glob("daemon-*.log")))
+            return f"stuck at {self.crawl(crawl_id)}\n{logs}"
+
+        return wait_for(reached, timeout, 0.2, f"crawl {crawl_id}'s state", explain=stuck)
 
     def clean_up(self) -> None:
         for daemon in self.daemons:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 import zipfile
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from tests.crawler.test_browser_engine import refused_routes
 from tests.crawler.wacz_check import wacz_validate
 from tests.jssite import js_pages, js_site
 from tests.sitegen import serve_site
+from tests.waiting import DEFAULT_TIMEOUT, wait_for
 
 pytestmark = pytest.mark.skipif(find_chromium() is None,
                                 reason="no Chromium (apt-get install chromium)")
@@ -51,9 +51,8 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def chromium_of(pid: int, timeout: float = 30) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def chromium_of(pid: int, timeout: float = DEFAULT_TIMEOUT) -> int:
+    def chromium() -> int | None:
         for child in children(pid):
             try:
                 exe = os.readlink(f"/proc/{child}/exe")
@@ -61,8 +60,9 @@ def chromium_of(pid: int, timeout: float = 30) -> int:
                 continue
             if "chrom" in exe:
                 return child
-        time.sleep(0.05)
-    raise AssertionError("the crawler started no Chromium")
+        return None
+
+    return wait_for(chromium, timeout, what="the crawler's Chromium")
 
 
 def test_all_pages_of_the_js_site_are_archived_with_text_screenshot_and_page_info(spawn):
@@ -136,10 +136,7 @@ def test_a_killed_chromium_is_replaced_and_the_crawl_finishes(spawn):
         site.hold()
         run = spawn(site.root + "/js/", *BROWSER)
         first = chromium_of(run.proc.pid)
-        deadline = time.monotonic() + 30
-        while site.requests["/js/"] < 1:
-            assert time.monotonic() < deadline, "the page was never requested"
-            time.sleep(0.05)
+        wait_for(lambda: site.requests["/js/"] >= 1, what="the page's request")
         os.kill(first, signal.SIGKILL)
         site.release()
         assert run.wait(120) == 0, run.stderr
@@ -156,10 +153,7 @@ def test_chromium_runs_sandboxed_as_an_unprivileged_user_when_root(spawn):
         site.hold()
         run = spawn(site.root + "/js/", *BROWSER)
         chromium = chromium_of(run.proc.pid)
-        deadline = time.monotonic() + 30
-        while site.requests["/js/"] < 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for(lambda: site.requests["/js/"] >= 1, what="the page's request")
         uid = Path(f"/proc/{chromium}/status").read_text().split("Uid:")[1].split()[0]
         cmdline = Path(f"/proc/{chromium}/cmdline").read_bytes().split(b"\0")
         site.release()

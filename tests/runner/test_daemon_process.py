@@ -187,9 +187,7 @@ def test_a_due_schedule_queues_exactly_one_crawl(installation):
         installation.start_daemon()
         # Due now instead of next New Year.
         installation.query("UPDATE crawls_schedule SET retry_at = '2000-01-01 00:00:00' WHERE id = ?", schedule_id)
-        deadline = time.monotonic() + 30
-        while not installation.query("SELECT id FROM crawls_crawl") and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: installation.query("SELECT id FROM crawls_crawl"), what="the schedule's crawl")
         ((crawl_id,),) = installation.query("SELECT id FROM crawls_crawl WHERE schedule_id = ?", schedule_id)
         state = installation.wait(crawl_id, lambda c: c["status"] == "complete")
         time.sleep(1)  # more ticks: the slot is not fired again

@@ -141,10 +141,9 @@ def test_a_container_whose_row_was_never_updated_is_found_and_never_started_twic
     found = again.find(spec.process_id, spec.crawl_id, spec.instance, spec.instance_dir)
     assert found is not None and found.running and found.ref == first.ref
     client = endpoint.client(4)
-    deadline = time.monotonic() + 30  # it crawls: it read the password from crawler.json
-    while not client.exists("d0cc:d"):
-        assert time.monotonic() < deadline, again.log_tail(first.ref)
-        time.sleep(0.2)
+    # It crawls: it read the password from crawler.json.
+    wait_for(lambda: client.exists("d0cc:d"), pause=0.2, what="the crawler's progress",
+             explain=lambda: again.log_tail(first.ref))
     client.close()
     assert found.process_id == spec.process_id and found.crawl_id == spec.crawl_id
     assert again.launch(spec).ref == first.ref
