@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr
 
 from crawls.models import CrawlStatus
 
@@ -131,8 +131,19 @@ class ActionOut(Out):
     crawl: CrawlOut
 
 
+# Request bodies are strict, as CrawlConfig is: `true`, `"3"` or `3.0` for a whole number
+# is refused (422), not read as something the client may not have meant.
+
+
 class ScaleIn(Schema):
-    scale: int
+    scale: StrictInt
+
+
+def bytes_or_size(value):
+    """A JSON integer or a string such as "500GB": `true` and `5.0` are neither."""
+    if isinstance(value, bool | float):
+        raise ValueError('must be a whole number of bytes or a size such as "500GB"')
+    return value
 
 
 class ExclusionIn(Schema):
@@ -189,10 +200,11 @@ class OrgIn(Schema):
     """Only the fields given change; null clears a quota (unlimited). Sizes take units."""
 
     name: str | None = Field(default=None, max_length=200)
-    max_concurrent_crawls: int | None = None
-    storage_quota: int | str | None = Field(default=None, description="bytes, or e.g. 500GB, 2TiB")
-    exec_minutes: int | None = None
-    max_pages: int | None = None
+    max_concurrent_crawls: StrictInt | None = None
+    storage_quota: Annotated[StrictInt | StrictStr | None, BeforeValidator(bytes_or_size)] = Field(
+        default=None, description="bytes, or e.g. 500GB, 2TiB")
+    exec_minutes: StrictInt | None = None
+    max_pages: StrictInt | None = None
 
 
 class OrgChanged(Out):
