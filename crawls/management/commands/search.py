@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from crawls import search, search_groups
-from crawls.cli import ArchiverCommand, arg_type, int_arg
+from crawls.cli import ArchiverCommand, OneLineParser, arg_type, int_arg
 from crawls.models import Crawl, Org
 
 
@@ -24,12 +24,35 @@ def since_date(text: str) -> dt.datetime:
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
+class QueryParser(OneLineParser):
+    """Takes a query that starts with `-` (`archiver search -walrus`: pages without the
+    word) as the query, when it is no option of the command; argparse alone would call
+    it an unknown option and ask for a QUERY."""
+
+    def parse_args(self, args=None, namespace=None):
+        options, extra = self.parse_known_args(args, namespace)
+        if options.query is None and len(extra) == 1 and extra[0].startswith("-"):
+            options.query, extra = extra[0], []
+        if extra:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        if options.query is None:
+            self.error("the following arguments are required: QUERY")
+        return options
+
+
 class Command(ArchiverCommand):
     help = ("Search the text of archived pages. Words must all appear; \"a phrase\", word*, "
             "a OR b, -word or NOT word, and ( ) work too (docs/cli.md, Search).")
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.__class__ = QueryParser  # as ArchiverCommand does: error() and parse_args() only
+        return parser
+
     def add_arguments(self, parser):
-        parser.add_argument("query", metavar="QUERY")
+        # Optional to argparse so that a query starting with `-` reaches QueryParser, which
+        # still requires one.
+        parser.add_argument("query", metavar="QUERY", nargs="?")
         parser.add_argument("--org", metavar="SLUG", help="only this org's crawls")
         parser.add_argument("--crawl", metavar="ID", help="only this crawl (an id or a prefix)")
         parser.add_argument("--since", type=arg_type(since_date), metavar="DATE",
