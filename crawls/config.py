@@ -61,8 +61,9 @@ def size_in_bytes(text: str | int) -> int:
     """`500MB`, `2GiB`, `1.5 gb` or plain bytes, as bytes; ValueError if it is not a size."""
     if isinstance(text, int):
         return text
-    # Up to 100 digits: a number read is refused by its range, with the range (exit 1).
-    match = re.fullmatch(r"\s*(\d{1,100}(?:\.\d{1,30})?)\s*([a-zA-Z]{0,3})\s*", text)
+    # Up to 100 digits, or an exponent (1e30): a number read is refused by its range, with
+    # the range (exit 1). Fraction reads it exactly; three exponent digits bound its size.
+    match = re.fullmatch(r"\s*(\d{1,100}(?:\.\d{1,30})?(?:[eE][+-]?\d{1,3})?)\s*([a-zA-Z]{0,3})\s*", text)
     unit = match and match.group(2).lower()
     if not match or unit not in SIZE_UNITS:
         raise ValueError(f"{shown(text)} is not a size (try 500MB, 2GiB or a number of bytes)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,14 @@ def not_a_number():
     )
 
 
+def not_a_quantity():
+    """Not a number, as sizes and durations read them: those take an exponent (1e3 is 1000)."""
+    return not_a_number().filter(lambda text: not EXPONENT.fullmatch(text.strip()))
+
+
+EXPONENT = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?[eE][+-]?[0-9]{1,3}\s*[a-zA-Z]{0,3}")  # with a unit
+
+
 def bad_int(low: int, high: int):
     return st.one_of(integers_outside(low, high), not_a_number())
 
@@ -149,8 +158,8 @@ ADD_OPTIONS = st.one_of(
     option("--workers", bad_int(1, 16)),
     option("--scale", bad_int(1, 8)),
     option("--extra-hops", bad_int(0, 10)),
-    option("--size-limit", st.one_of(st.sampled_from(["0", "5000PB", "-1GB", "2PiB", "9" * 40, "1.5.5GB"]), not_a_number())),
-    option("--time-limit", st.one_of(st.sampled_from(["0", "0.5s", "-5m", "5000d", "1e400", "inf", "nan"]), not_a_number())),
+    option("--size-limit", st.one_of(st.sampled_from(["0", "5000PB", "-1GB", "2PiB", "9" * 40, "1.5.5GB"]), not_a_quantity())),
+    option("--time-limit", st.one_of(st.sampled_from(["0", "0.5s", "-5m", "5000d", "1e400", "inf", "nan"]), not_a_quantity())),
     option("--include", BAD_REGEXES),
     option("--exclude", BAD_REGEXES),
     option("--user-agent", st.one_of(st.sampled_from(["", " ", "a" * 513]),

@@ -3,8 +3,8 @@ durations, Swarm constraints, web origins."""
 
 from __future__ import annotations
 
-import math
 import re
+from fractions import Fraction
 from urllib.parse import urlsplit
 
 # A Swarm placement constraint: `node.labels.zone==eu`, `node.role!=manager` ...
@@ -53,13 +53,12 @@ def duration_in_seconds(text: str) -> int:
     value = text.strip().lower()
     factor = units.get(value[-1:])
     number = value[:-1] if factor else value
-    # Plain decimal numbers only: float() would also take `1e3`, `1_000`, `inf` and `nan`.
-    # Up to 100 digits: a number read is refused by its range, with the range (exit 1).
-    plain = re.fullmatch(r"[+-]?[0-9]{1,100}(?:\.[0-9]{1,15})?", number)
-    seconds = float(number) * (factor or 1) if plain else math.nan
-    if not math.isfinite(seconds):
+    # Decimal numbers only (float() would also take `1_000`, `inf` and `nan`), up to 100
+    # digits or with an exponent (1e30): a number read is refused by its range, with the range
+    # (exit 1). Fraction reads it exactly; three exponent digits bound its size.
+    if not re.fullmatch(r"[+-]?[0-9]{1,100}(?:\.[0-9]{1,15})?(?:e[+-]?[0-9]{1,3})?", number):
         raise ValueError(f"{quoted(text)} is not a duration (try 90s, 30m, 2h or 7d)")
-    return int(seconds)
+    return int(Fraction(number) * (factor or 1))
 
 
 def quoted(text: str) -> str:
