@@ -13,7 +13,7 @@ from django.core.checks import Error, Warning, register
 from archiver import conf
 
 
-@register()
+@register("archiver")
 def check_data_dir(app_configs, **kwargs):
     settings = conf.get()
     path = settings.data_dir
@@ -22,7 +22,7 @@ def check_data_dir(app_configs, **kwargs):
     return []
 
 
-@register()
+@register("archiver")
 def check_redis_available(app_configs, **kwargs):
     settings = conf.get()
     if settings.redis_url is None and shutil.which("redis-server") is None:
@@ -37,7 +37,7 @@ def check_redis_available(app_configs, **kwargs):
     return []
 
 
-@register()
+@register("archiver")
 def check_replay_origin(app_configs, **kwargs):
     """The replay origin shares no host name with the admin (cookies ignore ports)."""
     host = conf.get().replay_host
@@ -86,7 +86,7 @@ def too_open(path: Path) -> int | None:
     return bits if bits & 0o077 else None
 
 
-@register()
+@register("archiver")
 def check_private_data_dir(app_configs, **kwargs):
     """Warn, naming each path and the chmod that fixes it, when something widened the data
     dir's permissions (an older archiver, a `cp`, a backup restore, a different umask)."""

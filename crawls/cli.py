@@ -122,6 +122,9 @@ class ArchiverCommand(BaseCommand):
     user as one line."""
 
     colors = True  # off with --no-color or NO_COLOR; never on when stdout is not a terminal
+    # archiver's own start-up checks only (crawls/checks.py): Django's would import every URL
+    # route and admin class first, a second of CPU on each command (`archiver check` runs all).
+    requires_system_checks = ["archiver"]
 
     def create_parser(self, prog_name, subcommand, **kwargs):
         parser = super().create_parser(prog_name, subcommand, **kwargs)

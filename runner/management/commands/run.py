@@ -15,6 +15,7 @@ from runner.service import build_runner
 class Command(BaseCommand):
     help = ("Run queued crawls. Without options: until nothing is due or running, then exit. "
             "--daemon: until SIGTERM/SIGINT (crawlers keep running; a restart adopts them).")
+    requires_system_checks = ["archiver"]  # as every archiver command (crawls/cli.py)
 
     def add_arguments(self, parser):
         mode = parser.add_mutually_exclusive_group()
