@@ -13,8 +13,10 @@ from tests.chaos.trials import check_two_runners, two_runner_trial
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(900)]
 
 
+# 16 crawls (bench/chaos.py runs 30): the kill still lands midway, with 3 to 8 of them
+# final and the rest under way; 30 repeated that at twice the suite's cost.
 def test_two_runners_and_a_kill_9_of_one_lose_and_repeat_nothing(chaos_root, postgres_url):
-    result = two_runner_trial(chaos_root, postgres_url, crawls=30, pages=4, timeout=50,
+    result = two_runner_trial(chaos_root, postgres_url, crawls=16, pages=4, timeout=50,
                               rng=random.Random(9), webhook_wait=10)
-    check_two_runners(result)
+    check_two_runners(result, crawls=16)
 
