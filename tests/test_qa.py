@@ -82,7 +82,8 @@ def test_a_faithful_replay_scores_high_and_one_missing_its_script_scores_lower(
     assert set(rows) == js_pages(site.root, PAGES)
     for row in rows.values():
         assert row.error == "" and row.resources_missing == [], row.__dict__
-        assert row.text_score >= 0.95 and row.resources_score == 1.0 and row.screenshot_score >= 0.9, row.__dict__
+        assert row.text_score >= 0.95 and row.resources_score == 1.0, row.__dict__
+        assert row.screenshot_score >= 0.9, (row.url, shot_likeness(faithful, qa_settings, row))
         assert (qa_settings.data_dir / row.replay_shot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert review_summary(faithful)["below"] == 0
     assert_a_failed_review_keeps_the_last_one(faithful, qa_settings)
@@ -128,6 +129,24 @@ def test_a_faithful_replay_scores_high_and_one_missing_its_script_scores_lower(
     delete_all_files(damaged, qa_settings)
     assert not folder.exists()
     shutil.rmtree(qa_settings.data_dir / "qa", ignore_errors=True)
+
+
+def shot_likeness(crawl: Crawl, settings: Settings, row: PageReview) -> dict:
+    """What a replay screenshot that scored low looks like: its size and its likeness to
+    each page's capture screenshot (is it another page's, or a page half drawn?). Said in
+    the failure, as it was seen once in CI (0.29) and not again under load."""
+    from PIL import Image
+
+    from crawls import kept_wacz
+
+    replay = (settings.data_dir / row.replay_shot).read_bytes()
+    seen = {"replay size": Image.open(io.BytesIO(replay)).size}
+    with kept_wacz.Archives(settings) as archives:
+        _records, views = qa.held_records(archives, crawl)
+        for url, view in views.items():
+            taken = kept_wacz.warc_block(archives.record(view))
+            seen[url] = (Image.open(io.BytesIO(taken)).size, qa.shot_similarity(taken, replay))
+    return seen
 
 
 def assert_a_failed_review_keeps_the_last_one(crawl: Crawl, settings: Settings) -> None:
