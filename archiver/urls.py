@@ -4,9 +4,11 @@ from django.templatetags.static import static
 from django.urls import path, re_path
 from django.views.generic import RedirectView
 
-from crawls.admin import collections as collections_admin
-from crawls.api.app import api, unknown_endpoint
-from crawls.metrics import metrics_view
+admin.autodiscover()  # settings install SimpleAdminConfig: the registrations are made here
+
+from crawls.admin import collections as collections_admin  # noqa: E402
+from crawls.api.app import api, unknown_endpoint  # noqa: E402
+from crawls.metrics import metrics_view  # noqa: E402
 
 admin.site.site_header = "archiver"
 admin.site.site_title = "archiver"
