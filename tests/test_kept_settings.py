@@ -161,6 +161,8 @@ def test_the_admin_and_the_replay_server_read_the_file_too(data_dir):
     ("ARCHIVER_DATABASE_URL", "postgres://archiver:pw@127.0.0.1:5432/archiver?password=hunter2hunter2",
      "postgres://***@127.0.0.1:5432/archiver?password=***"),
     ("ARCHIVER_SIGNING_URL", "http://127.0.0.1:9/sign?token=hunter2hunter2", "http://127.0.0.1:9/sign?token=***"),
+    ("ARCHIVER_DATABASE_URL", "postgres://archiver:hunter2@hunter2@127.0.0.1/archiver",
+     "postgres://***@127.0.0.1/archiver"),  # an unescaped "@" in the password
     ("ARCHIVER_CRAWL_ALLOW_NETWORKS", "127.0.0.1/32", "127.0.0.1/32"),
 ])
 def test_doctor_masks_a_password_a_url_carries_in_its_query_too(data_dir, monkeypatch, name, value, shown):

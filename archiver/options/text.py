@@ -16,7 +16,9 @@ def shown(value: str | None) -> str | None:
     Redis URLs carry passwords)."""
     if value is None or "@" not in value:
         return value
-    return re.sub(r"^([^:/]*:?//)[^@/]*@", r"\1***@", value)
+    # Up to the netloc's last "@": a password may hold an unescaped "@" ("pa@ss" would show
+    # "ss" if cut at the first).
+    return re.sub(r"^([^:/]*:?//)[^/]*@", r"\1***@", value)
 
 
 def origin_of(value: str) -> str:
