@@ -106,6 +106,10 @@ def human_duration(seconds: float) -> str:
 BEHAVIORS = ("autoscroll", "autoplay", "autofetch", "autoclick", "siteSpecific")
 WAIT_UNTIL = ("load", "domcontentloaded", "networkidle0", "networkidle2")
 SCREENSHOTS = ("view", "thumbnail", "fullPage", "fullPageFinal")
+# A browser crawl takes a thumbnail of every page unless told otherwise: the admin lists a
+# crawl's pages with them (crawls/admin/pages.py). "none" is archiver's word for no screenshot.
+DEFAULT_SCREENSHOTS = ["thumbnail"]
+NO_SCREENSHOT = "none"
 # Field → the real crawler's flag; archiver's own crawler takes them in browser mode only,
 # and not the ones in REAL_CRAWLER_ONLY.
 BROWSER_FLAGS = {
@@ -165,7 +169,21 @@ def choice_list(what: str, choices: tuple[str, ...]):
 
 Behaviors = choice_list("behavior", BEHAVIORS)
 WaitUntil = choice_list("page load condition", WAIT_UNTIL)
-Screenshots = choice_list("screenshot kind", SCREENSHOTS)
+
+
+def check_no_screenshot(kinds: list[str] | None) -> list[str] | None:
+    if kinds and NO_SCREENSHOT in kinds and len(kinds) > 1:
+        raise ValueError(f"{NO_SCREENSHOT!r} takes no screenshot: it is given alone")
+    return kinds
+
+
+Screenshots = Annotated[choice_list("screenshot kind", (*SCREENSHOTS, NO_SCREENSHOT)),
+                        AfterValidator(check_no_screenshot)]
+
+
+def asked(name: str, value) -> bool:
+    """Whether a browser option asks the browser for something ("none" screenshots do not)."""
+    return given(value) and not (name == "screenshot" and value == [NO_SCREENSHOT])
 
 
 def check_lang(value: str) -> str:
@@ -319,7 +337,7 @@ class CrawlConfig(BaseModel):
         # Only new input is judged (parse() passes the context): a stored crawl stays readable
         # whatever crawler is configured later.
         context = info.context
-        if context is None or not context.get("own_crawler") or not given(value):
+        if context is None or not context.get("own_crawler") or not asked(info.field_name, value):
             return value
         if info.field_name in REAL_CRAWLER_ONLY:
             raise PydanticCustomError(
@@ -397,7 +415,7 @@ class CrawlConfig(BaseModel):
 
     def uses_browser(self) -> bool:
         """Whether any browser option is set (not the mode: see `browser`)."""
-        return any(given(getattr(self, name)) for name in BROWSER_FLAGS)
+        return any(asked(name, getattr(self, name)) for name in BROWSER_FLAGS)
 
     def browser_args(self) -> list[str]:
         """The real crawler's flags for the browser options set, but --profile: where the
@@ -405,6 +423,10 @@ class CrawlConfig(BaseModel):
         args = []
         for name, flag in BROWSER_FLAGS.items():
             value = getattr(self, name)
+            if name == "screenshot":
+                value = DEFAULT_SCREENSHOTS if value is None else value
+                if value == [NO_SCREENSHOT]:
+                    continue
             if name == "profile" or not given(value):
                 continue
             if value is True:

@@ -244,7 +244,8 @@ def test_a_language_is_taken_in_any_case_and_stored_in_lower_case(crawler_kind):
     crawler_kind("browsertrix")
     call_command("add", "https://example.com/", "--lang", "DE", stdout=StringIO())
     crawl = Crawl.objects.get()
-    assert crawl.config["lang"] == "de" and crawl.crawl_config.browser_args() == ["--lang", "de"]
+    assert crawl.config["lang"] == "de"
+    assert crawl.crawl_config.browser_args() == ["--screenshot", "thumbnail", "--lang", "de"]
 
 
 def test_a_crawl_stored_with_a_bcp_47_tag_by_an_older_archiver_stays_readable():
@@ -329,7 +330,26 @@ def test_a_zero_post_load_delay_is_an_option_given(crawler_kind):
     crawler_kind("browsertrix")
     config = CrawlConfig.parse(seeds=["https://example.com/"], post_load_delay=0)
     assert config.model_dump(mode="json")["post_load_delay"] == 0
-    assert config.browser_args() == ["--postLoadDelay", "0"]
+    assert config.browser_args() == ["--postLoadDelay", "0", "--screenshot", "thumbnail"]
+
+
+def test_a_browser_crawl_takes_a_thumbnail_unless_told_none(crawler_kind):
+    crawler_kind("browsertrix")
+    plain = CrawlConfig.parse(seeds=["https://example.com/"])
+    assert plain.browser_args() == ["--screenshot", "thumbnail"]
+    assert "screenshot" not in plain.model_dump(mode="json")  # the default is not stored
+    call_command("add", "https://example.com/", "--screenshot", "none", stdout=StringIO())
+    crawl = Crawl.objects.get()
+    assert crawl.config["screenshot"] == ["none"] and crawl.crawl_config.browser_args() == []
+    assert refusal("add", "https://example.com/", "--screenshot", "none,view") == (
+        "--screenshot: 'none' takes no screenshot: it is given alone")
+    assert Crawl.objects.count() == 1
+
+
+def test_no_screenshot_needs_no_browser():
+    call_command("add", "https://example.com/", "--no-browser", "--screenshot", "none", stdout=StringIO())
+    crawl = Crawl.objects.get()
+    assert not crawl.crawl_config.uses_browser() and crawl.crawl_config.own_crawler_args() == []
 
 
 @pytest.mark.usefixtures("admin_settings")

@@ -179,7 +179,8 @@ class CrawlConfigForm(forms.Form):
                                  help_text=f"Browser only. Comma-separated: {', '.join(WAIT_UNTIL)}.")
     block_ads = forms.BooleanField(required=False, label="Block ads", help_text="Browser only.")
     screenshot = forms.CharField(required=False, label="Screenshots",
-                                 help_text=f"Browser only. Comma-separated: {', '.join(SCREENSHOTS)}.")
+                                 help_text=f"Browser only. Comma-separated: {', '.join(SCREENSHOTS)}; "
+                                           f"empty: a thumbnail; none: no screenshot.")
     lang = forms.CharField(required=False, label="Language", widget=forms.TextInput(attrs={"size": 12}),
                            help_text="Browser only. A two-letter ISO 639-1 code such as de.")
     profile = forms.CharField(required=False, label="Browser profile",

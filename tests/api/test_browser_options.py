@@ -111,4 +111,4 @@ def test_a_browser_server_takes_every_option_and_checks_the_profile(browser_serv
         "browsertrix-crawler takes (not de-DE or pt-BR)")}
     bad = browser_client.post("/api/v1/crawls", json={**SEED, "screenshot": "everything"})
     assert bad.json() == {"code": "invalid", "message": "screenshot: 'everything' is not a screenshot kind "
-                                                        "(one of view, thumbnail, fullPage, fullPageFinal)"}
+                                                        "(one of view, thumbnail, fullPage, fullPageFinal, none)"}

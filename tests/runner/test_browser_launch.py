@@ -214,6 +214,7 @@ def test_a_crawl_added_with_browser_reaches_the_local_crawler_process_with_brows
     argv_file = local.crawls_dir / crawl.pk / "0" / "argv.json"
     wait_for(argv_file.exists, what=f"{argv_file}")
     argv = json.loads(argv_file.read_text())
-    assert argv[-5:] == ["--browser", "--lang", "de", "--chromium", str(chromium)]
+    # A thumbnail of every page unless told otherwise (the admin's page list shows them).
+    assert argv[-7:] == ["--browser", "--screenshot", "thumbnail", "--lang", "de", "--chromium", str(chromium)]
     assert argv[argv.index("--text") + 1] == "to-pages"  # every crawler writes the page text
-    assert crawl.processes.get().args[-5:] == argv[-5:]
+    assert crawl.processes.get().args[-7:] == argv[-7:]

@@ -108,7 +108,8 @@ def add_browser_arguments(parser) -> None:
                        help="wait after a page loaded, before behaviors and screenshots")
     group.add_argument("--wait-until", metavar="A,B", help=f"when a page is loaded: {', '.join(WAIT_UNTIL)}")
     group.add_argument("--block-ads", action="store_true", help="do not load advertisements")
-    group.add_argument("--screenshot", metavar="A,B", help=f"screenshots to take: {', '.join(SCREENSHOTS)}")
+    group.add_argument("--screenshot", metavar="A,B", help=f"screenshots to take: {', '.join(SCREENSHOTS)} "
+                            f"(default: thumbnail; none: no screenshot)")
     group.add_argument("--lang", metavar="CODE",
                        help="the browser's language, a two-letter ISO 639-1 code such as de")
     group.add_argument("--profile", metavar="NAME", help="a browser profile of the org (archiver profile add)")
