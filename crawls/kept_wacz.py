@@ -215,8 +215,12 @@ def read_index(archive: zipfile.ZipFile) -> dict[str, Capture]:
     return records
 
 
-def screenshots(archive: zipfile.ZipFile) -> dict[str, Capture]:
-    """The captures' screenshots (urn:view: resource records) by page URL."""
+SCREENSHOT_MIME = {"view": "image/png", "thumbnail": "image/jpeg"}
+
+
+def screenshots(archive: zipfile.ZipFile, kind: str = "view") -> dict[str, Capture]:
+    """The captures' screenshots of a kind (`urn:<kind>:` resource records) by page URL."""
+    prefix = f"urn:{kind}:"
     found = {}
     for name in INDEX_MEMBERS:
         data = read_member(archive, name)
@@ -225,11 +229,11 @@ def screenshots(archive: zipfile.ZipFile) -> dict[str, Capture]:
         for line in data.decode("utf-8", "replace").splitlines():
             fields = parse_cdxj(line)
             url = str(fields.get("url", "")) if fields else ""
-            if url.startswith("urn:view:"):
-                page = normalize_url(url.removeprefix("urn:view:"))
+            if url.startswith(prefix):
+                page = normalize_url(url.removeprefix(prefix))
                 if page:
                     found[page] = Capture(
-                        page, mime="image/png", warc=str(fields.get("filename", "")),
+                        page, mime=SCREENSHOT_MIME.get(kind, "image/png"), warc=str(fields.get("filename", "")),
                         offset=number(fields.get("offset")), length=number(fields.get("length")))
         break
     return found

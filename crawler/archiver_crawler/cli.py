@@ -137,9 +137,11 @@ async def run_instance(config: CrawlConfig, errors: RedisErrorBuffer | None = No
         await add_online_seeds(config, state.redis, fetcher)
         if config.browser is not None:
             from archiver_crawler.browser.loader import BrowserPageLoader  # browser mode only
+            from archiver_crawler.browser.screencast import Screencast
 
             loader = BrowserPageLoader(config, policy, fetcher=fetcher)
             loader.engine.exchanger.budget = fetcher.budget
+            loader.engine.screencast = Screencast(state.redis, config.crawl_id, config.instance_id)
             await loader.start()
         if children:
             crawler = procs.Supervisor(config, state, fetcher, started=started,

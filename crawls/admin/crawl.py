@@ -24,6 +24,7 @@ from crawls import actions, provenance
 from crawls.admin.diff import diff_page
 from crawls.admin.forms import TagsField
 from crawls.admin.imports import import_page
+from crawls.admin.pages import page_thumbnail, pages_page
 from crawls.admin.qa import qa_page, qa_shot
 from crawls.admin.views import (
     ACTIONS,
@@ -41,6 +42,7 @@ from crawls.admin.views import (
     press,
     replay,
 )
+from crawls.admin.watch import watch_frames, watch_page
 from crawls.admin.words import (
     PlainTitles,
     StateFilter,
@@ -275,6 +277,11 @@ class CrawlAdmin(admin.ModelAdmin):
             path("<str:pk>/replay/", view(replay), name="crawls_crawl_replay"),
             path("<str:pk>/log/", view(log_page), name="crawls_crawl_log"),
             path("<str:pk>/diff/", view(diff_page), name="crawls_crawl_diff"),
+            path("<str:pk>/pages/", view(pages_page), name="crawls_crawl_pages"),
+            path("<str:pk>/pages/<int:snapshot>/thumbnail", view(page_thumbnail),
+                 name="crawls_crawl_page_thumbnail"),
+            path("<str:pk>/watch/", view(watch_page), name="crawls_crawl_watch"),
+            path("<str:pk>/watch.json", view(watch_frames), name="crawls_crawl_watch_frames"),
             path("<str:pk>/qa/", view(qa_page), name="crawls_crawl_qa"),
             path("<str:pk>/qa/<int:review>/<str:kind>.png", view(qa_shot), name="crawls_crawl_qa_shot"),
             path("<str:pk>/edit/", view(edit_crawl), name="crawls_crawl_edit"),
@@ -300,6 +307,7 @@ class CrawlAdmin(admin.ModelAdmin):
                 "reviewed": crawl.page_reviews.exists(),
                 "review": review_state(crawl),
                 "live": live_detail(crawl, timezone.now()),
+                "watchable": bool(crawl.config.get("browser")) and not crawl.is_final,
                 # Its page edits tags only: Django's "Save and add another" and "Save and
                 # continue editing" would be buttons of a model form people never use here.
                 "show_save_and_add_another": False, "show_save_and_continue": False,

@@ -1,6 +1,7 @@
 """A crawl in browser mode (archiver's own crawler driving the host's Chromium) replayed in
 the admin, in a real Chromium: the page's script-drawn text shows, because what the script
-loaded (app.js, the JSON it fetched) was archived from the browser's network layer."""
+loaded (app.js, the JSON it fetched) was archived from the browser's network layer. Its pages
+are listed page by page with the thumbnails a browser crawl takes by default (issue 41)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.admin.browsing import log_in, wait_for_replayed_text
+from tests.admin.browsing import log_in, wait_for_replayed_text, wait_until
 from tests.jssite import js_pages, js_site
 from tests.sitegen import serve_site
 
@@ -38,3 +39,32 @@ def test_a_browser_mode_crawl_replays_with_its_script_drawn_content(installation
         browser.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/replay/?url={quote(url)}")
         number = page.removeprefix("p").removesuffix(".html") or "0"
         wait_for_replayed_text(browser, shots, f"drawn by script on page {number}", f"replay-{number}")
+
+    # No --screenshot given: a thumbnail of every page, shown on the crawl's page list.
+    browser.get(f"{admin_url}/admin/crawls/crawl/{crawl_id}/pages/")
+    cards = wait_until(lambda: _cards(browser) if _loaded(_cards(browser)) else None,
+                       60, "every page's card with its thumbnail loaded")
+    shots.take("pages")
+    listed = {url for (url,) in installation.query("SELECT url FROM crawls_snapshot WHERE crawl_id = ?", crawl_id)}
+    assert {card["url"] for card in cards} == listed >= archived
+    assert all(card["thumb"] == [640, 360] and card["title"] and card["href"] for card in cards), cards
+    replayed = next(card for card in cards if card["url"] == seed + "p7.html")
+    assert f"/admin/crawls/crawl/{crawl_id}/replay/?url=" in replayed["href"]
+
+
+CARDS_JS = """
+return [...document.querySelectorAll('.crawl-page')].map(card => {
+  const img = card.querySelector('img'), link = card.querySelector('a');
+  return {url: card.querySelector('.crawl-page-url').title, title: card.querySelector('b').textContent,
+          href: link && link.href, facts: card.querySelector('.crawl-page-facts').textContent,
+          thumb: img && img.complete ? [img.naturalWidth, img.naturalHeight] : null};
+});
+"""
+
+
+def _cards(browser) -> list[dict]:
+    return browser.execute_script(CARDS_JS)
+
+
+def _loaded(cards: list[dict]) -> bool:
+    return bool(cards) and all(card["thumb"] and card["thumb"][0] for card in cards)

@@ -67,6 +67,10 @@ def pages(installation) -> dict[str, str]:
         "resources_total, resources_missing, replay_shot, has_capture_shot, error, reviewed_at) "
         "VALUES (?, ?, 0.41, 0.5, 0.33, NULL, 3, ?, '', 0, '', CURRENT_TIMESTAMP)",
         after, LONG_SEED, json.dumps([LONG_SEED + "/app.js", LONG_SEED + "/style.css"]))
+    installation.manage("shell", "--no-imports", "-c", (
+        "from crawls.models import Snapshot\n"
+        f"Snapshot.objects.create(crawl_id={after!r}, url={LONG_SEED!r}, title='After the change ' * 20, http_status=200)\n"
+        f"Snapshot.objects.create(crawl_id={after!r}, url={LONG_SEED + '/gone'!r}, status='failed', error='x' * 300)"))
     return {
         "home": "/admin/",
         "crawl-list": "/admin/crawls/crawl/",
@@ -86,6 +90,8 @@ def pages(installation) -> dict[str, str]:
         "diff": f"/admin/crawls/crawl/{after}/diff/?with={before}",
         "diff-page": f"/admin/crawls/crawl/{after}/diff/?with={before}&page={quote(LONG_SEED)}",
         "quality-review": f"/admin/crawls/crawl/{after}/qa/",
+        "crawl-pages": f"/admin/crawls/crawl/{after}/pages/",
+        "watch": f"/admin/crawls/crawl/{crawl_id}/watch/",
         "web-captures": "/web/*/" + LONG_SEED,
     }
 

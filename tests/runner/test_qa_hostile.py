@@ -50,9 +50,9 @@ def attempts(monkeypatch):
     tried: dict[str, int] = {}
     capture_in = BrowserEngine._capture_in
 
-    async def counted(self, browser, url, options):
+    async def counted(self, browser, url, options, *slot):
         tried[url] = tried.get(url, 0) + 1
-        return await capture_in(self, browser, url, options)
+        return await capture_in(self, browser, url, options, *slot)
 
     monkeypatch.setattr(BrowserEngine, "_capture_in", counted)
     return tried

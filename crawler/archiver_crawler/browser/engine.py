@@ -25,6 +25,7 @@ from archiver_crawler.browser.cdp import BrowserGone
 from archiver_crawler.browser.network import Exchanger
 from archiver_crawler.browser.page import PageOptions, Tab
 from archiver_crawler.browser.process import ChromiumProcess, Limits, RunAs, find_chromium, run_as
+from archiver_crawler.browser.screencast import Screencast, casting
 from archiver_crawler.netpolicy import AddressPolicy
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ class BrowserEngine:
         self.browser: ChromiumProcess | None = None
         self.restarts = 0
         self._slots = asyncio.Semaphore(options.workers)
+        self._free_tabs = list(range(options.workers))  # a tab's number, for the live view
+        self.screencast: Screencast | None = None  # set by the crawl: frames while watched
         self._lock = asyncio.Lock()
         self._watchdog: asyncio.Task | None = None
         self.peak_memory = 0
@@ -134,20 +137,24 @@ class BrowserEngine:
         more. BrowserUnavailable only when no browser can be started at all."""
         options = options or self.options.page
         async with self._slots:
-            reason = ""
-            for _attempt in range(2):
-                browser = await self._ensure()
-                try:
-                    return await self._capture_in(browser, url, options)
-                except BrowserGone as exc:
-                    reason = str(exc)
-                    logger.warning("browser lost while loading %s (%s)", url, reason)
-                    browser.kill()  # the next _ensure() replaces it
-            return PageCapture(url=url, ts=datetime.now(UTC),
-                               error=f"the browser failed twice on this page: {reason}")
+            slot = self._free_tabs.pop(0)
+            try:
+                reason = ""
+                for _attempt in range(2):
+                    browser = await self._ensure()
+                    try:
+                        return await self._capture_in(browser, url, options, slot)
+                    except BrowserGone as exc:
+                        reason = str(exc)
+                        logger.warning("browser lost while loading %s (%s)", url, reason)
+                        browser.kill()  # the next _ensure() replaces it
+                return PageCapture(url=url, ts=datetime.now(UTC),
+                                   error=f"the browser failed twice on this page: {reason}")
+            finally:
+                self._free_tabs.append(slot)
 
     async def _capture_in(self, browser: ChromiumProcess, url: str,
-                          options: PageOptions) -> PageCapture:
+                          options: PageOptions, slot: int = 0) -> PageCapture:
         tab = Tab(browser.connection, self.exchanger, options)
         deadline = (options.page_load_timeout * 2 + options.post_load_delay
                     + options.behavior_timeout * len(options.behaviors) + options.settle_timeout
@@ -155,7 +162,8 @@ class BrowserEngine:
         try:
             async with asyncio.timeout(deadline):
                 await tab.open()
-                return await tab.capture(url)
+                async with casting(self.screencast, tab, slot, url):
+                    return await tab.capture(url)
         except TimeoutError:
             if not await self.answers(browser):
                 browser.kill()  # hung: no tab of it is worth closing
