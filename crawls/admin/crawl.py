@@ -42,7 +42,7 @@ from crawls.admin.views import (
     press,
     replay,
 )
-from crawls.admin.watch import watch_frames, watch_page
+from crawls.admin.watch import in_browser_mode, watch_frames, watch_page
 from crawls.admin.words import (
     PlainTitles,
     StateFilter,
@@ -307,7 +307,7 @@ class CrawlAdmin(admin.ModelAdmin):
                 "reviewed": crawl.page_reviews.exists(),
                 "review": review_state(crawl),
                 "live": live_detail(crawl, timezone.now()),
-                "watchable": bool(crawl.config.get("browser")) and not crawl.is_final,
+                "watchable": in_browser_mode(crawl) and not crawl.is_final,
                 # Its page edits tags only: Django's "Save and add another" and "Save and
                 # continue editing" would be buttons of a model form people never use here.
                 "show_save_and_add_another": False, "show_save_and_continue": False,

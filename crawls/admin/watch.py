@@ -13,12 +13,17 @@ from crawls.admin.words import state_words
 from crawls.models import Crawl
 
 
+def in_browser_mode(crawl) -> bool:
+    """Whether the crawl was added in browser mode (a corrupt config, not a dict, is not)."""
+    return isinstance(crawl.config, dict) and crawl.config.get("browser") is True
+
+
 def watch_page(modeladmin, request, pk: str):
     require(request, "view")
     crawl = get_object_or_404(Crawl, pk=pk)
     context = {
         **modeladmin.admin_site.each_context(request), "opts": Crawl._meta, "crawl": crawl,
-        "title": f"Watch crawl {crawl.short_id}", "browser": bool(crawl.config.get("browser")),
+        "title": f"Watch crawl {crawl.short_id}", "browser": in_browser_mode(crawl),
     }
     return TemplateResponse(request, "admin/crawls/crawl/watch.html", context)
 
@@ -27,7 +32,7 @@ def watch_frames(modeladmin, request, pk: str):
     require(request, "view")
     crawl = get_object_or_404(Crawl, pk=pk)
     if crawl.is_final:
-        shown, why = [], f"the crawl is over: {state_words(crawl)}"
+        shown, why = [], f"The crawl is over: {state_words(crawl)}."
     else:
         shown, why = screencast.frames(crawl)
     return JsonResponse({"frames": shown, "why": why, "final": crawl.is_final},

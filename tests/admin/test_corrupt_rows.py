@@ -27,6 +27,8 @@ def test_a_crawl_with_a_list_for_config_fails_only_itself_in_the_crawl_list(admi
     assert "good.example" in page and bad.short_id in page
     page = admin_client.get(reverse("admin:crawls_crawl_change", args=[bad.pk]))
     assert page.status_code == 200
+    for name in ("crawls_crawl_pages", "crawls_crawl_watch", "crawls_crawl_watch_frames"):
+        assert admin_client.get(reverse(f"admin:{name}", args=[bad.pk])).status_code == 200, name
 
 
 def test_a_schedule_with_a_list_for_config_fails_only_itself_in_the_schedule_list(admin_client, org):
