@@ -30,12 +30,12 @@ JPEG = b"\xff\xd8\xff"
 def frames(crawl, now: float | None = None) -> tuple[list[dict], str]:
     """The crawl's newest frame of each tab, oldest tab first, and why there are none if so."""
     if crawl.redis_db is None:
-        return [], "the crawl is not running"
+        return [], "The crawl is not running now: frames come once it runs."
     now = time.time() if now is None else now
     try:
         endpoint = redis_endpoint()
         if endpoint is None:
-            return [], "no Redis is recorded on this host (the daemon has not started one)"
+            return [], "No Redis is recorded on this host (the daemon has not started one)."
         with endpoint.client(crawl.redis_db, timeout=REDIS_TIMEOUT) as client:
             client.set(WATCH_KEY.format(crawl=crawl.id), "1", ex=WATCH_TTL)
             pattern = FRAME_KEY.format(crawl=crawl.id, instance="*", pid="*", slot="*")
@@ -43,7 +43,7 @@ def frames(crawl, now: float | None = None) -> tuple[list[dict], str]:
             values = client.mget(names) if names else []
     except Exception as exc:  # noqa: BLE001 - the page says Redis cannot be read, nothing fails
         log.info("screencast of %s not read: %s", crawl.id, type(exc).__name__)
-        return [], f"Redis cannot be read now ({type(exc).__name__})"
+        return [], f"Redis cannot be read now ({type(exc).__name__}); trying again."
     shown = []
     for name, value in zip(names, values, strict=True):
         frame = checked(value)
@@ -53,8 +53,8 @@ def frames(crawl, now: float | None = None) -> tuple[list[dict], str]:
                           "url": frame["url"],
                           "age": max(0, round(now - frame["ts"])),
                           "src": "data:image/jpeg;base64," + frame["jpeg"]})
-    return shown, "" if shown else ("no frame yet: the first comes within a few seconds of watching "
-                                    "(archiver's own crawler in browser mode draws them)")
+    return shown, "" if shown else ("No frame yet: the first comes within a few seconds of watching "
+                                    "(archiver's own crawler in browser mode draws them).")
 
 
 def checked(value: str | None) -> dict | None:

@@ -93,7 +93,7 @@ def test_a_watched_browser_crawl_shows_each_tab_and_an_unwatched_one_draws_nothi
     crawl.refresh_from_db()
     assert crawl.status == CrawlStatus.CANCELED, crawl.error
     finished = admin_client.get(url).json()
-    assert finished["final"] and finished["frames"] == [] and finished["why"].startswith("the crawl is over")
+    assert finished["final"] and finished["frames"] == [] and finished["why"].startswith("The crawl is over: ")
 
 
 

@@ -27,7 +27,7 @@
       const response = await fetch(box.dataset.watchUrl, {credentials: "same-origin"});
       data = await response.json();
     } catch (error) {
-      why.textContent = "the admin did not answer; trying again";
+      why.textContent = "The admin did not answer; trying again.";
       return true;
     }
     box.replaceChildren(...data.frames.map(figure));
