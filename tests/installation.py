@@ -20,6 +20,10 @@ from tests.runner.helpers import stop_processes_of
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
+# The admin's and the API's request limits and error worker, as scripts/start.sh starts
+# gunicorn (tests/test_scripts_settings.py checks start.sh still says them).
+GUNICORN_LIMITS = ("--worker-class", "archiver.gunicorn_worker.JsonErrorWorker",
+                   "--limit-request-line", "8190", "--limit-request-field_size", "16380")
 # A data dir that `migrate` and `collectstatic` ran in once per test process; installations copy
 # its database and static files (seconds each, dozens of installations a run).
 _template: Path | None = None

@@ -78,3 +78,13 @@ def test_doctor_in_that_shell_says_where_each_setting_came_from_and_no_secret(st
     assert "  ARCHIVER_LOG_LEVEL=ERROR (environment)" in settings
     assert settings[-1].startswith("  default: ARCHIVER_DATABASE_URL, ")
     assert SECRET not in result.stdout + result.stderr
+
+
+def test_start_serves_the_admin_with_the_limits_the_tests_serve_it_with():
+    # The admin's and the API's test servers take tests/installation.py's GUNICORN_LIMITS:
+    # they must be what a user's start.sh gives gunicorn, or the tests judge another server.
+    from tests.installation import GUNICORN_LIMITS
+
+    script = (REPO / "scripts" / "start.sh").read_text()
+    for flag, value in zip(GUNICORN_LIMITS[::2], GUNICORN_LIMITS[1::2], strict=True):
+        assert f"{flag} {value}" in script, flag

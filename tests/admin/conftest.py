@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.admin.browsing import wait_until
-from tests.installation import ROOT, Installation
+from tests.installation import GUNICORN_LIMITS, ROOT, Installation
 from tests.ports import free_port
 from tests.s3server import stop_process
 
@@ -61,9 +61,6 @@ def installation(data_dir):
         inst.clean_up()
 
 
-# The admin's request limits in scripts/start.sh (tests/test_input_rules.py runs its own line).
-ADMIN_LIMITS = ("--worker-class", "archiver.gunicorn_worker.JsonErrorWorker",
-                "--limit-request-line", "8190", "--limit-request-field_size", "16380")
 # The two servers of scripts/start.sh: (WSGI application, log name, a path that answers).
 ADMIN = ("archiver.wsgi:application", "admin", "/admin/login/", b"archiver")
 REPLAY = ("archiver.replay_wsgi:application", "replay", "/replay/", b"ReplayWeb.page")
@@ -121,7 +118,7 @@ def start_gunicorn(installation, app: tuple, bind: str, log) -> subprocess.Popen
     return subprocess.Popen(  # the command lines of scripts/start.sh
         [str(Path(sys.executable).parent / "gunicorn"), wsgi,
          "--bind", bind, "--workers", "2", "--threads", "4", "--umask", "0077",
-         *(ADMIN_LIMITS if name == "admin" else ()),
+         *(GUNICORN_LIMITS if name == "admin" else ()),
          "--logger-class", "archiver.replay_logging.AccessLogger",
          "--pid", str(run / pid),
          "--access-logfile", str(run / f"{name}-access.log"),

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from tests.installation import GUNICORN_LIMITS
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,7 +109,8 @@ def gunicorn(data_dir: Path, **extra_env: str):
     with open(log, "w") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "archiver.wsgi:application", "--bind", f"127.0.0.1:{port}", "--umask", "0077",
-             "--workers", "2", "--threads", "2", "--access-logfile", "-", "--graceful-timeout", "5"],
+             "--workers", "2", "--threads", "2", "--access-logfile", "-", "--graceful-timeout", "5",
+             *GUNICORN_LIMITS],  # as scripts/start.sh serves the API
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
         )
     server = Server(f"http://127.0.0.1:{port}", data_dir, env, process, log)
