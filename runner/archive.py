@@ -8,117 +8,63 @@
     done = delete_files(data_dir, crawl)                    # cancel and retention only
     write_config(data_dir, crawl.pk, instance, "crawler.json", data)  # never through a link
 
+A WACZ's members and page lists are read by runner/wacz_members.py.
+
 Every result carries `warnings`: readable sentences for the crawl's log (they are logged here
 too); `Refused` is raised only by write_config. OSError means the disk itself failed (full,
 read-only): nothing was lost and the next call retries. Limits.of(settings) gives the bounds
 (ARCHIVER_ARCHIVE_MAX_BYTES is the size cap).
 
-What the boundary guarantees, and why. A crawler runs whatever the web sends it, so we assume
-it is compromised and that anything in its instance folder (`crawls/<crawl>/<instance>/`,
-mounted into its container) may be a trap: a symbolic link to a host file or folder, a device
-such as /dev/zero, a FIFO that blocks whoever opens it, a 100 GB sparse file, a hard link, or a
-zip whose member names say `../../etc/passwd`. The runner usually runs as root. So:
-
-- Every folder is opened relative to a descriptor of its parent, one component at a time, with
-  O_NOFOLLOW|O_DIRECTORY; a path is never resolved as a whole, so nothing outside the instance
-  folder is ever reached through it. Only data_dir/crawls and data_dir/archives themselves,
-  which no crawler can reach, may be links or mounts (an operator's other disk; files then
-  cross by copying exactly the measured bytes).
-- A file is looked at (lstat) before it is opened, and opened only if it is a regular file with
-  one link and no larger than `Limits.file_bytes`; it is opened O_NOFOLLOW|O_NONBLOCK and the
-  descriptor's fstat must be the same file. Devices and FIFOs are therefore never read (and
-  even a swapped-in FIFO cannot block the open). Sizes come from the descriptor, and every read
-  stops at that size.
-- A zip's central directory is measured from its end record before it is parsed, so a WACZ
-  claiming millions of entries is refused instead of filling memory. Member names are hostile:
-  only `archive/<name>`, `pages/<name>` and `logs/<name>` are considered, one plain component.
-- A file is deleted with unlinkat() in the folder descriptor we opened, after checking that
-  the entry is still the regular file we measured; a crawler's file never decides what is
-  deleted outside its own folder (only `delete_files`, for cancel and retention, deletes kept
-  archives, and it takes its paths from our own rows, checked to stay in `archives/<crawl>/`).
-- A kept file is made the runner's (its uid, and its gid or the setgid folder's) and 0600
-  on the descriptor the guard opened, whichever user wrote it (a container's uid 1000).
-- Files we write into a crawler's folder are new files (O_CREAT|O_EXCL|O_NOFOLLOW) renamed
-  into place, so a planted `crawler.json` link is replaced, never followed.
-- Nothing is deleted because something went wrong: a WACZ that cannot be read stays, the WARCs
-  of a crawler that died before packaging are kept (`move_leftovers`), and a file in
-  `archives/` that no row records is recorded (`adopt_unrecorded`), never removed.
-
-What it cannot stop: a crawler that still runs can change its files between two of our
-system calls; each check is repeated on the descriptor, and a swapped entry is refused or
-moved back, but a device node the crawler creates (Docker grants CAP_MKNOD) could be opened in
-that window — mount crawl folders `nodev` where that matters. The runner calls these functions
-only after an instance exited.
+What the boundary guarantees, and why, is said in runner/file_guard.py: every
+function here goes through it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import errno
 import hashlib
-import io
-import json
 import logging
 import os
 import re
-import secrets
 import stat
-import struct
-import threading
-import time
-import zipfile
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 from django.db import transaction
 
-from archiver.conf import Settings
-from archiver.errors import ArchiverError
 from crawls import storage
 from crawls.models import Crawl, CrawlFile, Process
 
+# Limits, Refused, ARCHIVES, CRAWLS, CHUNK, read_tail and write_config are also the runner's
+# other modules' way in (archive.Limits, archive.write_config ...).
+from runner.file_guard import (  # noqa: F401
+    ARCHIVES,
+    CHUNK,
+    CRAWLS,
+    Limits,
+    Refused,
+    check_regular,
+    entries,
+    folder,
+    make_private,
+    move_in,
+    open_dir,
+    plain_name,
+    read_tail,
+    regular_file,
+    remove_checked,
+    sha256_fd,
+    write_config,
+)
+from runner.wacz_members import KEPT_FOLDERS, page_entries, session_files, zip_members
+
 log = logging.getLogger(__name__)
 
-ARCHIVES = "archives"  # data_dir/archives/<crawl>/: the runner's own folder of kept files
-CRAWLS = "crawls"  # data_dir/crawls/<crawl>/<instance>/: a crawler's folder (hostile)
-CHUNK = 1 << 20
-KEPT_FOLDERS = ("archive", "pages", "logs")  # what a WACZ holds that a session wrote
 INDEX_FOLDERS = (("warc-cdx", ".cdx"), ("warc-cdxj", ".cdxj"))  # per-WARC indexes go with it
 WARC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.warc(\.gz)?")  # kept as it is
 KEPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,240}\.(wacz|warc|warc\.gz)")  # < NAME_MAX
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class Refused(ArchiverError):
-    """A path the file guard will not touch; the message is the readable warning."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds on what the runner reads from a crawler (ARCHIVER_ARCHIVE_MAX_BYTES sets the first)."""
-
-    file_bytes: int = 64 << 30  # the largest WACZ or WARC kept or hashed
-    zip_entries: int = 10_000  # a WACZ's members (a session's WACZ has a few per WARC)
-    zip_directory_bytes: int = 4 << 20  # a WACZ's central directory, parsed in memory
-    folder_entries: int = 100_000  # entries of one folder looked at
-    # Reading a WACZ's page lists (to name its pages) costs at most these, all lists together:
-    pages_bytes: int = 256 << 20  # decompressed bytes
-    pages_lines: int = 2_000_000  # lines, empty ones too
-    pages_entries: int = 1_000_000  # JSON objects yielded
-    pages_seconds: float = 20.0  # wall time from the first read, the caller's work included
-    page_line_bytes: int = 1 << 20  # one line of a page list (a page's extracted text can be long)
-    stop: threading.Event | None = field(default=None, compare=False)  # set: reading ends now
-
-    @classmethod
-    def of(cls, settings: Settings, stop: threading.Event | None = None) -> Limits:
-        """The limits the settings give; `stop` is the runner's stop event (shutdown ends a read)."""
-        return cls(file_bytes=settings.archive_max_bytes, stop=stop)
 
 
 @dataclass
@@ -139,274 +85,6 @@ class Removed:
     deleted_bytes: int = 0
     left_bytes: int = 0
     warnings: list[str] = field(default_factory=list)
-
-
-# --- the guard: folders and files opened relative to a descriptor -----------------------------
-
-
-def plain_name(name: str) -> str:
-    """`name` if it is one path component the runner may open; else Refused."""
-    if not name or name in (".", "..") or "/" in name or "\0" in name or len(os.fsencode(name)) > 255:
-        raise Refused(f"{name[:80]!r} is not a plain file name")
-    return name
-
-
-def kind_of(mode: int) -> str:
-    for test, kind in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
-                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return kind
-    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
-
-
-def open_dir(parent: int, name: str, create: bool = False) -> int:
-    """A descriptor of the folder `name` in `parent`, never through a link."""
-    plain_name(name)
-    if create:
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(name, 0o700, dir_fd=parent)
-    try:
-        return os.open(name, DIR_FLAGS, dir_fd=parent)
-    except OSError as exc:
-        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-            raise
-        mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
-        raise Refused(f"{name} is {kind_of(mode)}, not a folder; left alone") from exc
-
-
-@contextlib.contextmanager
-def folder(data_dir: Path, top: str, *parts: str, create: bool = False) -> Iterator[int]:
-    """A descriptor of data_dir/top/parts, each of `parts` opened without following links.
-
-    `top` (crawls/ or archives/) is the runner's own and no crawler can replace it, so it
-    may be a link or a mount the operator placed on another disk.
-    """
-    root = data_dir / top
-    if create:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with contextlib.ExitStack() as stack:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        stack.callback(os.close, fd)
-        for part in parts:
-            fd = open_dir(fd, part, create)
-            stack.callback(os.close, fd)
-        yield fd
-
-
-def check_regular(name: str, st: os.stat_result, max_bytes: int) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        raise Refused(f"{name} is {kind_of(st.st_mode)}, not a regular file; left alone")
-    if st.st_nlink != 1:
-        raise Refused(f"{name} has {st.st_nlink} hard links; left alone")
-    if st.st_size > max_bytes:
-        raise Refused(f"{name} is {st.st_size} bytes, over the limit of {max_bytes}; left alone")
-
-
-def same_file(a: os.stat_result, b: os.stat_result) -> bool:
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-@contextlib.contextmanager
-def regular_file(dir_fd: int, name: str, max_bytes: int) -> Iterator[tuple[int, os.stat_result]]:
-    """(descriptor, its stat) of a regular file of at most `max_bytes`, or Refused.
-
-    Looked at before it is opened, so a device or FIFO is never opened at all; opened without
-    following links and without blocking, then checked again on the descriptor.
-    """
-    plain_name(name)
-    before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    check_regular(name, before, max_bytes)
-    try:
-        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-        raise Refused(f"{name} became a symbolic link; left alone") from exc
-    try:
-        st = os.fstat(fd)
-        if not same_file(st, before):
-            raise Refused(f"{name} changed while it was opened; left alone")
-        check_regular(name, st, max_bytes)
-        yield fd, st
-    finally:
-        os.close(fd)
-
-
-def read_at(fd: int, size: int, offset: int) -> bytes:
-    """Exactly `size` bytes at `offset`, or Refused (the file shrank under us)."""
-    data = os.pread(fd, size, offset)
-    while len(data) < size:
-        more = os.pread(fd, size - len(data), offset + len(data))
-        if not more:
-            raise Refused("a file shrank while it was read; left alone")
-        data += more
-    return data
-
-
-def sha256_fd(fd: int, size: int) -> str:
-    """The sha256 of the first `size` bytes (the size fstat gave: never more)."""
-    digest = hashlib.sha256()
-    for offset in range(0, size, CHUNK):
-        digest.update(read_at(fd, min(CHUNK, size - offset), offset))
-    return digest.hexdigest()
-
-
-def remove_checked(dir_fd: int, name: str, measured: os.stat_result) -> None:
-    """unlinkat() `name` only while it is still the regular file we measured."""
-    now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    if not stat.S_ISREG(now.st_mode) or not same_file(now, measured):
-        raise Refused(f"{name} changed before it was deleted; left alone")
-    os.unlink(name, dir_fd=dir_fd)
-
-
-def write_private(dir_fd: int, name: str, data: bytes, mode: int = 0o600,
-                  owner: tuple[int, int] | None = None) -> None:
-    """Write `name` in `dir_fd` as a new file renamed into place (a planted link is replaced,
-    never followed; readers never see half a file), owned by `owner` if given. The one
-    writer of files in a crawler's folder (the launchers use it too)."""
-    plain_name(name)
-    temp = f".{name}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(temp, NEW_FILE_FLAGS, mode, dir_fd=dir_fd)
-    try:
-        with open(fd, "wb", closefd=False) as handle:
-            handle.write(data)
-        os.fchmod(fd, mode)  # whatever the umask
-        if owner is not None:
-            os.fchown(fd, *owner)
-        os.fsync(fd)
-        os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp, dir_fd=dir_fd)
-        if isinstance(exc, IsADirectoryError):
-            raise Refused(f"{name} is a folder; not replaced") from exc
-        raise
-    finally:
-        os.close(fd)
-
-
-def write_config(data_dir: Path, crawl_id: str, instance: int, name: str, data: bytes,
-                 mode: int = 0o644) -> None:
-    """Write a file (crawler.json) into an instance's folder, creating the folder; Refused when
-    a crawler replaced its folder by something else. 0644: the crawler's user must read it."""
-    with folder(data_dir, CRAWLS, crawl_id, str(instance), create=True) as fd:
-        write_private(fd, name, data, mode)
-
-
-def read_tail(data_dir: Path, crawl_id: str, instance: int, name: str, max_bytes: int = 16384) -> bytes:
-    """The last `max_bytes` of a file in an instance's folder (a log, an exit code), b"" if
-    there is none, Refused if it is not a regular file: a FIFO or /dev/zero planted as the log
-    cannot block or flood the runner. For LocalLauncher's process-<pk>.log and .exit."""
-    try:
-        with folder(data_dir, CRAWLS, crawl_id, str(instance)) as parent, \
-                regular_file(parent, name, 1 << 62) as (fd, st):
-            start = max(st.st_size - max_bytes, 0)
-            return read_at(fd, st.st_size - start, start)
-    except FileNotFoundError:
-        return b""
-
-
-def entries(dir_fd: int, limits: Limits) -> Iterator[os.DirEntry]:
-    """A folder's entries, at most `limits.folder_entries` of them."""
-    with os.scandir(dir_fd) as listing:
-        for count, entry in enumerate(listing):
-            if count >= limits.folder_entries:
-                raise Refused(f"a folder has over {limits.folder_entries} entries; the rest left alone")
-            yield entry
-
-
-# --- zip members ------------------------------------------------------------------------------
-
-
-# A zip is read from an open descriptor of ours (a file in the data dir, checked by
-# regular_file) or from a seekable binary file (an object in the bucket, read by range).
-ZipSource = int | BinaryIO
-
-
-@contextlib.contextmanager
-def zip_file(source: ZipSource) -> Iterator[BinaryIO]:
-    if isinstance(source, int):
-        with io.BufferedReader(io.FileIO(source, closefd=False)) as raw:
-            yield raw
-    else:
-        source.seek(0)
-        yield source
-
-
-def read_exact(source: ZipSource, size: int, offset: int) -> bytes:
-    if isinstance(source, int):
-        return read_at(source, size, offset)
-    source.seek(offset)
-    data = source.read(size)
-    if len(data) < size:
-        raise Refused("a file shrank while it was read; left alone")
-    return data
-
-
-def zip_directory(fd: ZipSource, size: int) -> tuple[int, int]:
-    """(entries, bytes) of a zip's central directory, as its end record says (zip64 too)."""
-    tail_start = max(size - (22 + 0xFFFF), 0)
-    tail = read_exact(fd, size - tail_start, tail_start)
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or len(tail) - at < 22:
-        raise Refused("not a zip file (no end record)")
-    count, directory = struct.unpack_from("<xxxxxxxxxxHI", tail, at)
-    if count != 0xFFFF and directory != 0xFFFFFFFF:
-        return count, directory
-    end = tail_start + at
-    locator = read_exact(fd, 20, end - 20) if end >= 20 else b""
-    if locator[:4] != b"PK\x06\x07":
-        raise Refused("a zip64 file without its locator")
-    (record_at,) = struct.unpack_from("<Q", locator, 8)
-    if record_at + 56 > size:
-        raise Refused("a zip64 end record outside the file")
-    record = read_exact(fd, 56, record_at)
-    if record[:4] != b"PK\x06\x06":
-        raise Refused("a zip64 file without its end record")
-    return struct.unpack_from("<QQ", record, 32)
-
-
-def zip_members(fd: ZipSource, size: int, limits: Limits) -> list[tuple[str, int]]:
-    """(name, size) of every member, after checking the directory is of a sane size."""
-    count, directory = zip_directory(fd, size)
-    if count > limits.zip_entries or directory > limits.zip_directory_bytes:
-        raise Refused(f"a zip claiming {count} entries in {directory} bytes of directory")
-    try:
-        with zip_file(fd) as raw, zipfile.ZipFile(raw) as archive:
-            infos = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError,
-            struct.error, NotImplementedError) as exc:
-        raise Refused(f"not a readable zip ({exc})") from exc
-    if len(infos) > limits.zip_entries:
-        raise Refused(f"a zip with {len(infos)} entries")
-    return [(info.filename, info.file_size) for info in infos]
-
-
-def session_files(members: list[tuple[str, int]]) -> tuple[dict[tuple[str, str], int], list[str]]:
-    """{(folder, name): size} a session wrote, from hostile member names; and the refused names.
-
-    Only `archive/`, `pages/` and `logs/` followed by one plain name; a name given twice with
-    different sizes is ambiguous and left out.
-    """
-    wanted: dict[tuple[str, str], int] = {}
-    refused, twice = [], set()
-    for member, size in members:
-        top, _, base = member.partition("/")
-        if top not in KEPT_FOLDERS:
-            if ".." in member.split("/") or member.startswith("/") or "\\" in member:
-                refused.append(member)
-            continue
-        if not base:
-            continue  # the folder's own entry, which some zip tools write
-        if "/" in base or "\\" in base or "\0" in base or base.startswith("."):
-            refused.append(member)
-        elif wanted.setdefault((top, base), size) != size:
-            twice.add((top, base))
-    for key in twice:
-        del wanted[key]
-    return wanted, refused
-
 
 # --- recording --------------------------------------------------------------------------------
 
@@ -438,70 +116,6 @@ def keep(crawl: Crawl, archives_fd: int, name: str, now: dt.datetime, limits: Li
             kept.added_bytes += row.size
             log.info("crawl %s: kept %s (%d bytes)", crawl.short_id, path, row.size)
     kept.files.append(row)
-
-
-def runners_owner(dir_fd: int) -> tuple[int, int]:
-    """(uid, gid) a file the runner creates in `dir_fd` gets: its own user, and the folder's
-    group when the folder is setgid (a shared data dir), else its own group."""
-    folder_st = os.fstat(dir_fd)
-    gid = folder_st.st_gid if folder_st.st_mode & stat.S_ISGID else os.getegid()
-    return os.geteuid(), gid
-
-
-def make_private(fd: int, st: os.stat_result, dir_fd: int) -> str:
-    """A kept file becomes the runner's, 0600, whoever wrote it (a container's uid 1000, a
-    crawler's umask): changed on the descriptor the guard opened, never through a path. The
-    reason when the runner may not (not root, another user's file): it is kept as it is."""
-    owner = runners_owner(dir_fd)
-    try:
-        if (st.st_uid, st.st_gid) != owner:
-            os.fchown(fd, *owner)
-        if stat.S_IMODE(st.st_mode) != 0o600:
-            os.fchmod(fd, 0o600)
-    except PermissionError as exc:
-        return (f"kept as it is (uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}), "
-                f"not made the runner's: {exc.strerror}")
-    return ""
-
-
-def move_in(src_fd: int, name: str, dst_fd: int, target: str, limits: Limits) -> None:
-    """Move a crawler's regular file into our archives folder under `target` (never replacing)."""
-    with regular_file(src_fd, name, limits.file_bytes) as (fd, st):
-        with contextlib.suppress(FileNotFoundError):
-            os.stat(target, dir_fd=dst_fd, follow_symlinks=False)
-            raise Refused(f"{target} is already kept; {name} left alone")
-        try:
-            os.rename(name, target, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:
-                raise
-            copy_in(fd, st, dst_fd, target)
-            remove_checked(src_fd, name, st)
-            return
-        moved = os.stat(target, dir_fd=dst_fd, follow_symlinks=False)
-        if not same_file(moved, st):  # swapped between our check and the rename: give it back
-            os.rename(target, name, src_dir_fd=dst_fd, dst_dir_fd=src_fd)
-            raise Refused(f"{name} changed while it was moved; left alone")
-        os.fsync(dst_fd)
-
-
-def copy_in(fd: int, st: os.stat_result, dst_fd: int, target: str) -> None:
-    """The crawler's folder is on another file system: copy exactly the measured bytes."""
-    temp = f".{target}.{secrets.token_hex(6)}.tmp"
-    out = os.open(temp, NEW_FILE_FLAGS, 0o600, dir_fd=dst_fd)
-    try:
-        for offset in range(0, st.st_size, CHUNK):
-            chunk = memoryview(read_at(fd, min(CHUNK, st.st_size - offset), offset))
-            while chunk:
-                chunk = chunk[os.write(out, chunk):]
-        os.fsync(out)
-        os.rename(temp, target, src_dir_fd=dst_fd, dst_dir_fd=dst_fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp, dir_fd=dst_fd)
-        raise
-    finally:
-        os.close(out)
 
 
 def warn(crawl_id: str, warnings: list[str], message: str) -> None:
@@ -802,9 +416,6 @@ def kept_parts(row: CrawlFile) -> tuple[str, str, str]:
     return parts
 
 
-PAGE_LISTS = ("pages/pages.jsonl", "pages/extraPages.jsonl")
-
-
 def kept_pages(data_dir: Path, kept: CrawlFile, limits: Limits = Limits()) -> Iterator[dict]:
     """The entries (JSON objects) of a kept WACZ's page lists, read through the guard.
     Refused or OSError when the file cannot be read or costs too much (see page_entries)."""
@@ -814,87 +425,6 @@ def kept_pages(data_dir: Path, kept: CrawlFile, limits: Limits = Limits()) -> It
         yield from page_entries(fd, st.st_size, limits)
 
 
-def page_entries(fd: ZipSource, size: int, limits: Limits) -> Iterator[dict]:
-    """The entries of the page lists of the WACZ open at `fd` (of `size` bytes; a descriptor
-    or an object in the bucket, see zip_file).
-
-    The WACZ is ours, its content the crawler's, and a few MB of zip can hold GBs of page
-    list: the zip directory is measured before it is parsed, the lists are decompressed a
-    chunk at a time, and reading them ends with Refused as soon as it passes any of the
-    `pages_*` limits (bytes, lines counted empty ones too, entries, wall time) or a line is
-    longer than `limits.page_line_bytes`, or `limits.stop` is set (the runner shuts down).
-    Lines that are not JSON objects are skipped. The file's offset moves: callers read it by
-    offset or not at all afterwards.
-    """
-    cost = PagesCost(limits)
-    names = {name for name, _size in zip_members(fd, size, limits)}
-    try:
-        with zip_file(fd) as raw, zipfile.ZipFile(raw) as wacz:
-            for member in (name for name in PAGE_LISTS if name in names):
-                with wacz.open(member) as stream:
-                    yield from member_entries(member, stream, cost)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, zlib.error,
-            struct.error, NotImplementedError) as exc:
-        raise Refused(f"not a readable zip ({exc})") from exc
-
-
-class PagesCost:
-    """What reading page lists has cost so far; Refused once it is over one of the limits."""
-
-    def __init__(self, limits: Limits):
-        self.limits, self.stop = limits, limits.stop
-        self.deadline = time.monotonic() + limits.pages_seconds
-        self.bytes = self.lines = self.entries = 0
-
-    def read(self, data: bytes, lines: int) -> None:
-        self.bytes += len(data)
-        self.lines += lines
-        if self.bytes > self.limits.pages_bytes:
-            raise Refused(f"its page lists are over {self.limits.pages_bytes} bytes")
-        if self.lines > self.limits.pages_lines:
-            raise Refused(f"its page lists have over {self.limits.pages_lines} lines")
-        self.check_time()
-
-    def entry(self) -> None:
-        self.entries += 1
-        if self.entries > self.limits.pages_entries:
-            raise Refused(f"its page lists have over {self.limits.pages_entries} entries")
-        self.check_time()
-
-    def check_time(self) -> None:
-        if self.stop is not None and self.stop.is_set():
-            raise Refused("the runner is stopping")
-        if time.monotonic() > self.deadline:
-            raise Refused(f"its page lists took over {self.limits.pages_seconds:g}s to read")
-
-
-def member_entries(member: str, stream: BinaryIO, cost: PagesCost) -> Iterator[dict]:
-    """The JSON objects of one page list, read CHUNK decompressed bytes at a time."""
-    rest = b""
-    while chunk := stream.read(CHUNK):
-        cost.read(chunk, chunk.count(b"\n"))
-        *lines, rest = (rest + chunk).split(b"\n")
-        if len(rest) > cost.limits.page_line_bytes:
-            raise Refused(f"{member} has a line over {cost.limits.page_line_bytes} bytes")
-        for line in lines:
-            if len(line) > cost.limits.page_line_bytes:
-                raise Refused(f"{member} has a line over {cost.limits.page_line_bytes} bytes")
-            if (entry := json_object(line)) is not None:
-                cost.entry()
-                yield entry
-    if (entry := json_object(rest)) is not None:
-        cost.entry()
-        yield entry
-
-
-def json_object(line: bytes) -> dict | None:
-    """The JSON object on `line`, or None (an empty line or anything else costs no parse)."""
-    if not line.lstrip().startswith(b"{"):
-        return None
-    with contextlib.suppress(ValueError, RecursionError):
-        value = json.loads(line)
-        return value if isinstance(value, dict) else None
-    return None
 
 
 def delete_object(crawl: Crawl, row: CrawlFile, objects, removed: Removed) -> None:
@@ -953,5 +483,5 @@ __all__ = [
     "Kept", "Limits", "Refused", "Removed", "adopt_unrecorded", "archived_crawl_ids",
     "collect_session", "collect_wacz", "delete_files", "folder", "forget_archived",
     "forget_uploaded", "kept_pages", "move_leftovers",
-    "read_tail", "regular_file", "sha256_fd", "write_config", "write_private",
+    "read_tail", "regular_file", "sha256_fd", "write_config",
 ]

@@ -33,7 +33,7 @@ import redis
 from archiver.errors import ArchiverError
 from crawls import storage
 from crawls.models import Crawl, Snapshot, SnapshotStatus
-from runner import archive, uploads
+from runner import archive, uploads, wacz_members
 from runner.ingest import drain_rest
 from runner.keep import name_listed, record_kept, record_reported
 from runner.state import Held, Runtime
@@ -135,4 +135,4 @@ def name_from_bucket(rt: Runtime, crawl: Crawl, now: dt.datetime) -> None:
     limits = archive.Limits.of(rt.settings, rt.stop_event)
     for key, size in crawl.files.filter(root=objects.target.root).values_list("path", "size"):
         with objects.open(key, size) as handle:
-            name_listed(rt, crawl, key, archive.page_entries(handle, size, limits), now)
+            name_listed(rt, crawl, key, wacz_members.page_entries(handle, size, limits), now)

@@ -3,7 +3,7 @@ WACZ's page lists (pages/pages.jsonl, `--text to-pages`) become PageText rows, w
 database indexes (crawls/search.py).
 
 Off supervision: a periodic step takes one file per call (`index_next`), whose reading is
-bounded by the page-list limits of runner/archive.py; an archive in the bucket is read there
+bounded by the page-list limits of runner/wacz_members.py; an archive in the bucket is read there
 by ranged GETs (its zip directory and page lists, never its WARCs). A file is won with a lease
 (CrawlFile.index_retry_at), and its rows are replaced in one transaction, so a pass that is
 interrupted (a crash, a stop) leaves the file as it was and is taken again when the lease
@@ -24,7 +24,7 @@ from django.db import transaction
 from crawls import storage
 from crawls.models import INDEX_RETRY, TEXT_INDEXED, CrawlFile, PageText
 from crawls.models.search import PageRow
-from runner import archive
+from runner import archive, wacz_members
 
 log = logging.getLogger("runner.daemon")
 
@@ -74,7 +74,7 @@ def kept_entries(data_dir: Path, file: CrawlFile, limits: archive.Limits,
     if store is None or store.target.root != file.root:
         raise archive.Refused(f"it is in {file.root}, a bucket ARCHIVER_STORAGE_URL does not name")
     with store.open(file.path, file.size) as handle:
-        yield archive.page_entries(handle, file.size, limits)
+        yield wacz_members.page_entries(handle, file.size, limits)
 
 
 def page_rows(entries: Iterator[dict],

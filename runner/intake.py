@@ -48,7 +48,7 @@ from crawls import provenance, wacz_auth
 from crawls.config import CrawlConfig, human_size
 from crawls.models import Crawl, CrawlFile, CrawlOrigin, CrawlStatus, Org
 from crawls.models.crawl import new_id
-from runner import archive, intake_wacz, intake_warc
+from runner import archive, file_guard, intake_wacz, intake_warc
 from runner.ingest import snapshot_from, upsert
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def measure(path: Path, limits: archive.Limits) -> int:
     except OSError as exc:
         raise ImportRefused(f"{path}: {exc.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise ImportRefused(f"{path}: {archive.kind_of(st.st_mode)}, not a regular file")
+        raise ImportRefused(f"{path}: {file_guard.kind_of(st.st_mode)}, not a regular file")
     if st.st_size > limits.file_bytes:
         raise ImportRefused(f"{path}: {human_size(st.st_size)}, over the "
                             f"{human_size(limits.file_bytes)} an archive may have "

@@ -4,11 +4,11 @@
     parts = unpack_multi(fd, size, folder, limits)  # a multi-WACZ's WACZs, written into folder
 
 A WACZ is a zip, and a zip is hostile input: its directory is measured before it is parsed
-(runner/archive.py zip_members), member names that are absolute, climb (`..`), or hold a
+(runner/wacz_members.py zip_members), member names that are absolute, climb (`..`), or hold a
 backslash or NUL are refused, every file datapackage.json lists is hashed and must have the
 hash and size it claims (a lying datapackage is refused), datapackage-digest.json must hash
 datapackage.json, decompressing stops at the sizes the zip claims and within INFLATION times
-the file (a zip bomb), and the page lists are read within runner/archive.py's page limits.
+the file (a zip bomb), and the page lists are read within runner/wacz_members.py's page limits.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from runner.archive import CHUNK, Limits, Refused, page_entries, zip_file, zip_members
+from runner.file_guard import CHUNK, Limits, Refused
 from runner.intake_warc import INFLATION, SLACK
+from runner.wacz_members import page_entries, zip_file, zip_members
 
 PACKAGE_BYTES = 16 << 20  # datapackage.json (a few hundred bytes per file it lists)
 MULTI_PARTS = 1000  # WACZs in one multi-WACZ

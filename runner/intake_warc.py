@@ -29,7 +29,7 @@ from archiver_crawler.links import extract_html
 from archiver_crawler.warc import url_key
 
 from crawls.models import PAGE_LOADED
-from runner.archive import CHUNK, Limits, Refused
+from runner.file_guard import CHUNK, Limits, Refused
 
 RECORD_HEAD_BYTES = 64 << 10  # a record's header block (a few hundred bytes in practice)
 INFLATION = 20  # a WARC.gz inflating past this many times its size (+ SLACK) is a bomb:

@@ -25,7 +25,7 @@ import redis
 from archiver.errors import ArchiverError
 from crawls import provenance, storage
 from crawls.models import PAGE_LOADED, Crawl, CrawlFile, Process, Snapshot, SnapshotStatus
-from runner import archive, uploads
+from runner import archive, uploads, wacz_members
 from runner.ingest import drain_held
 from runner.observe import files_bytes
 from runner.state import Runtime
@@ -221,7 +221,7 @@ def record_unreported(rt: Runtime, crawl: Crawl, now: dt.datetime) -> int:
     try:
         for row in kept.files:
             with objects.open(row.path, row.size) as handle:
-                name_listed(rt, crawl, row.path, archive.page_entries(handle, row.size, limits), now)
+                name_listed(rt, crawl, row.path, wacz_members.page_entries(handle, row.size, limits), now)
     except storage.StorageError as exc:
         rt.note(crawl, f"the pages of an upload nobody reported are not named: {exc}", "warning", now)
     return kept.added_bytes

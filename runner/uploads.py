@@ -45,7 +45,7 @@ import redis
 from archiver.conf import S3Target
 from crawls import storage
 from crawls.models import Crawl, CrawlFile, Process
-from runner import archive
+from runner import archive, wacz_members
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ def checked_object(objects, key: str, name: str, size: int, limits: archive.Limi
         raise BadReport(f"{name}: {size} bytes (1 to {limits.file_bytes})")
     try:
         with objects.open(key, size) as handle:
-            members = {member for member, _size in archive.zip_members(handle, size, limits)}
+            members = {member for member, _size in wacz_members.zip_members(handle, size, limits)}
     except archive.Refused as exc:
         raise BadReport(f"{name}: {exc}") from None
     if "datapackage.json" not in members:

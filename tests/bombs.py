@@ -39,18 +39,18 @@ def zip_of(name: str, deflated: bytes, crc: int, size: int) -> bytes:
 
 
 def counted_page_list_reads(monkeypatch) -> list:
-    """Every runner/archive.py PagesCost made from now on, to count what each read of page
+    """Every runner/wacz_members.py PagesCost made from now on, to count what each read of page
     lists cost (decompressed bytes, lines): a bomb's refusal is judged by the work done."""
-    from runner import archive
+    from runner import wacz_members
 
     made = []
 
-    class Counted(archive.PagesCost):
+    class Counted(wacz_members.PagesCost):
         def __init__(self, limits):
             super().__init__(limits)
             made.append(self)
 
-    monkeypatch.setattr(archive, "PagesCost", Counted)
+    monkeypatch.setattr(wacz_members, "PagesCost", Counted)
     return made
 
 

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from crawls.models import CrawlFile, Snapshot
-from runner import archive
+from runner import archive, wacz_members
 from tests.bombs import at_most_the_line_limit, counted_page_list_reads, newline_wacz
 from tests.runner.step_helpers import end_instance, later, report
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def costs(monkeypatch) -> list[archive.PagesCost]:
+def costs(monkeypatch) -> list[wacz_members.PagesCost]:
     return counted_page_list_reads(monkeypatch)
 
 
@@ -64,7 +64,7 @@ def test_sigterm_ends_a_long_read_of_a_pages_list_at_once(make_runner, make_craw
                                stop=runner.rt.stop_event)  # only the stop can end it early
     signalled = []
 
-    class SignalledMidway(archive.PagesCost):
+    class SignalledMidway(wacz_members.PagesCost):
         """Sends the SIGTERM once 8 MiB of the GiB are read; counts what is read after it."""
 
         def read(self, data: bytes, lines: int) -> None:
@@ -75,7 +75,7 @@ def test_sigterm_ends_a_long_read_of_a_pages_list_at_once(make_runner, make_craw
                 os.kill(os.getpid(), signal.SIGTERM)  # its handler runs before the next line
             super().read(data, lines)
 
-    monkeypatch.setattr(archive, "PagesCost", SignalledMidway)
+    monkeypatch.setattr(wacz_members, "PagesCost", SignalledMidway)
     with runner.signals(), pytest.raises(archive.Refused, match="the runner is stopping"):
         list(archive.kept_pages(data_dir, kept, unbounded))
     assert signalled and sum(signalled) <= archive.CHUNK  # the chunk in hand, if any, then no more

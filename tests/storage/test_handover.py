@@ -181,7 +181,7 @@ def test_with_the_store_away_the_handover_waits_and_requeues_nothing(rt, adopted
 
 def test_a_page_list_is_read_by_ranges_not_by_fetching_the_whole_archive(rt, s3, bucket):
     from crawls import storage
-    from runner import archive
+    from runner import file_guard, wacz_members
 
     data = wacz_of(URLS) + b""  # small members first, then a large WARC
     buffer = io.BytesIO()
@@ -196,7 +196,7 @@ def test_a_page_list_is_read_by_ranges_not_by_fetching_the_whole_archive(rt, s3,
     real_read = objects.read
     objects.read = lambda key, first, last: reads.append(last - first + 1) or real_read(key, first, last)
     with objects.open("k.wacz", len(data)) as handle:
-        got = [e["url"] for e in archive.page_entries(handle, len(data), archive.Limits()) if "url" in e]
+        got = [e["url"] for e in wacz_members.page_entries(handle, len(data), file_guard.Limits()) if "url" in e]
     assert got == URLS
     assert sum(reads) < 4 << 20, reads  # the 8 MiB WARC was not fetched
 
