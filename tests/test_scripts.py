@@ -237,10 +237,15 @@ def test_a_terminated_start_stops_its_daemon_and_servers_instead_of_orphaning_th
     # A service manager or `kill PID` stops the script, not its foreground child: the daemon
     # once lived on, holding its leases and the embedded Redis, with nobody to stop it.
     calls = checkout / "archiver-calls"
-    executable(checkout / ".venv" / "bin" / "archiver", f"""echo "$*" >> {calls}
-if [ "$1" = run ]; then
-    echo $$ > {checkout / "daemon.pid"}
+    # The fake daemon sets its trap and writes its pid before its call is logged: the test
+    # signals once it sees the call (it once did so before the trap, at load 8, and the
+    # daemon died of the TERM it was meant to catch).
+    executable(checkout / ".venv" / "bin" / "archiver", f"""if [ "$1" = run ]; then
     trap 'echo "daemon stopped by TERM" >> {calls}; exit 0' TERM
+    echo $$ > {checkout / "daemon.pid.new"} && mv {checkout / "daemon.pid.new"} {checkout / "daemon.pid"}
+fi
+echo "$*" >> {calls}
+if [ "$1" = run ]; then
     while :; do sleep 0.1; done
 fi""")
     environ = start_env(checkout)
@@ -258,8 +263,9 @@ fi""")
             script.kill()
             script.wait()
         daemon = checkout / "daemon.pid"
-        if daemon.exists() and alive(int(daemon.read_text())):
-            os.kill(int(daemon.read_text()), signal.SIGKILL)
+        pid = daemon.read_text().strip() if daemon.exists() else ""
+        if pid.isdigit() and alive(int(pid)):
+            os.kill(int(pid), signal.SIGKILL)
 
 
 def start_env(checkout: Path) -> dict[str, str]:
@@ -273,9 +279,11 @@ def start_env(checkout: Path) -> dict[str, str]:
 def looping_daemon(checkout: Path) -> None:
     """`archiver run` that stays up until TERM; every other call is only recorded."""
     calls = checkout / "archiver-calls"
-    executable(checkout / ".venv" / "bin" / "archiver", f"""echo "$*" >> {calls}
+    executable(checkout / ".venv" / "bin" / "archiver", f"""if [ "$1" = run ]; then
+    trap 'exit 0' TERM  # before the call is recorded: a test may signal once it sees it
+fi
+echo "$*" >> {calls}
 if [ "$1" = run ]; then
-    trap 'exit 0' TERM
     while :; do sleep 0.1; done
 fi""")
 
